@@ -1,0 +1,75 @@
+"""Data the chunker produces: chunks of one file and its symbol facts.
+
+Offsets are bytes into the file's raw content (slice the bytes, then decode); lines are
+1-based and inclusive. Concatenating ``data[c.start_byte:c.end_byte]`` over a file's
+chunks in order reproduces the file exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable unit of a file.
+
+    ``symbol`` is the qualified name (``Class.method``, ``Type::method``, ``handler``) or,
+    for module-level code, a short description (``<module>``); ``kind`` is one of
+    ``function``, ``method``, ``class``, ``module``, ``section`` (Markdown), ``window``
+    (line windows, files without a grammar) or ``error`` (a region the parser rejected).
+    ``text`` is the exact embedding text (context header + whitespace-normalised body);
+    ``hash`` is the hex SHA-256 of ``text`` in UTF-8, the chunk's identity for embedding.
+    """
+
+    start_byte: int
+    end_byte: int
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    language: str
+    text: str
+    context: str = ""
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SymbolDef:
+    """A definition: ``name`` qualified, lines 1-based inclusive; ``parent`` the container."""
+
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    parent: str = ""
+
+
+@dataclass(frozen=True)
+class SymbolRef:
+    """A fact about a name at a line: ``kind`` is ``call``, ``import`` or ``inherit``.
+
+    ``source`` is the qualified name of the definition the reference sits in ("" at
+    module level); ``target`` is the referenced name as written (``os.path.join``).
+    """
+
+    kind: str
+    source: str
+    target: str
+    line: int
+
+
+@dataclass
+class FileAnalysis:
+    """Everything the chunker learns from one file."""
+
+    language: str
+    chunks: list[Chunk] = field(default_factory=list)
+    definitions: list[SymbolDef] = field(default_factory=list)
+    references: list[SymbolRef] = field(default_factory=list)
+    # why the file went to line windows instead of symbol chunks ("" when it did not)
+    fallback_reason: str = ""

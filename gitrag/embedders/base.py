@@ -1,0 +1,97 @@
+"""The embedder protocol and registry.
+
+An embedder turns texts into L2-normalised float32 vectors. Its ``fingerprint`` names
+everything that changes the vectors (kind, model, dimension, prefixes, normalisation):
+vectors with different fingerprints never meet in one collection or cache entry.
+Embedders register by name with :func:`register`; :func:`create` builds one from settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from gitrag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gitrag.config import Settings
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the indexer and retrieval need from an embedding model.
+
+    ``dim``: vector length. ``max_tokens``: the longest input in the model's own tokens
+    that is embedded without truncation; the chunker keeps every chunk within it.
+    """
+
+    name: str
+    dim: int
+    max_tokens: int
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def count_tokens(self, text: str) -> int:
+        """Length of ``text`` in the model's tokens (special tokens and prefix included)."""
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Returns float32 array (len(texts), dim), rows L2-normalised.
+
+        Raises EmbedderUnavailable when the model cannot be reached or loaded, and
+        EmbedderError when it answers with unusable vectors."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Returns float32 array (dim,), L2-normalised, with the model's query prefix."""
+
+
+def make_fingerprint(**parts: object) -> str:
+    """A stable short id of the parts that define an embedder's vector space."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return f"{parts.get('kind', 'x')}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Returns float32 copy of ``vectors`` (n, dim) with each row scaled to unit length."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return arr / norms
+
+
+Factory = Callable[["Settings"], Embedder]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(name: str) -> Callable[[Factory], Factory]:
+    def deco(factory: Factory) -> Factory:
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def available() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def create(settings: Settings) -> Embedder:
+    """Build the embedder named by ``settings.embedder``; raises ConfigError for unknown names."""
+    _load_builtin()
+    try:
+        factory = _REGISTRY[settings.embedder]
+    except KeyError:
+        raise ConfigError(
+            f"unknown embedder {settings.embedder!r}; choose one of: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+    return factory(settings)
+
+
+def _load_builtin() -> None:
+    # Importing registers them; heavy libraries are imported lazily inside each.
+    from gitrag.embedders import hashing, local, ollama  # noqa: F401

@@ -1,0 +1,56 @@
+"""Exceptions and exit codes: the one place where they are defined.
+
+Library code raises a subclass of :class:`GitragError` with a message that says what to
+do; only the CLI turns them into exit codes (see ``../shared/cli-contract.md``):
+0 success, 1 user-facing error, 2 bad usage, 3 unexpected internal error, 130 interrupt.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPT = 130
+
+
+class GitragError(Exception):
+    """A user-facing error: the message is one line saying what happened and what to do."""
+
+    exit_code = EXIT_ERROR
+
+
+class NotARepository(GitragError):
+    """The path is not inside a git repository."""
+
+
+class EmptyRepository(GitragError):
+    """The repository (or branch) has no commit yet."""
+
+
+class EmbedderUnavailable(GitragError):
+    """The embedder cannot be reached or loaded (dead Ollama, model not pulled, ...)."""
+
+
+class EmbedderError(GitragError):
+    """The embedder answered, but not with usable vectors for some input."""
+
+
+class EmbedderMismatch(GitragError):
+    """The index was built with another embedder; vectors of two embedders never mix."""
+
+
+class StoreError(GitragError):
+    """The vector store failed (disk full, server down, corrupt collection)."""
+
+
+class StateError(GitragError):
+    """The SQLite state is missing, corrupt or from an incompatible gitrag version."""
+
+
+class NotIndexed(GitragError):
+    """The branch has not been indexed yet."""
+
+
+class ConfigError(GitragError):
+    """A configuration value is invalid."""

@@ -1,0 +1,104 @@
+"""The vector store protocol: per-branch collections of points.
+
+A point has an id (a UUID string), a dense vector named ``dense`` (cosine), a sparse
+vector named ``sparse`` (BM25 term weights; the store applies the IDF modifier), and a
+payload of coordinates only: ``path``, ``blob``, ``start_byte``, ``end_byte``,
+``start_line``, ``end_line``, ``symbol``, ``kind``, ``language``, ``chunk_hash`` (never
+source text). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
+(qdrant-client). Writes are idempotent; :meth:`flush` makes them durable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+DENSE = "dense"
+SPARSE = "sparse"
+RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
+
+
+@dataclass(frozen=True)
+class SparseVec:
+    """Sparse vector: parallel lists of uint32 term ids (sorted, unique) and float weights."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    id: str
+    dense: np.ndarray  # float32 (dim,), L2-normalised
+    sparse: SparseVec
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Scope of a search: ``path_prefix`` matches paths starting with it; ``language`` exact."""
+
+    path_prefix: str = ""
+    language: str = ""
+
+
+class Store(Protocol):
+    kind: str  # "embedded" | "server"
+
+    def create_collection(self, name: str, dim: int) -> None:
+        """Create the collection if it is missing (dense ``dim`` cosine + sparse with IDF)."""
+
+    def has_collection(self, name: str) -> bool: ...
+
+    def drop_collection(self, name: str) -> None:
+        """Delete the collection and its files; no error if missing."""
+
+    def list_collections(self) -> list[str]: ...
+
+    def upsert(self, name: str, points: list[PointRecord]) -> None: ...
+
+    def delete(self, name: str, ids: list[str]) -> None:
+        """Delete points by id; ids that do not exist are ignored."""
+
+    def delete_path(self, name: str, path: str) -> None:
+        """Delete every point whose payload ``path`` equals ``path``."""
+
+    def set_payload(self, name: str, updates: dict[str, dict[str, Any]]) -> None:
+        """Overwrite payload fields of existing points: ``{point_id: {field: value}}``."""
+
+    def ids(self, name: str) -> set[str]:
+        """Every point id in the collection."""
+
+    def count(self, name: str) -> int: ...
+
+    def search(
+        self,
+        name: str,
+        *,
+        dense: np.ndarray | None,
+        sparse: SparseVec | None,
+        limit: int,
+        prefetch: int = 40,
+        scope: SearchFilter | None = None,
+    ) -> list[Hit]:
+        """Best-first hits with payloads.
+
+        Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
+        Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,
+        fused by reciprocal rank fusion with k = RRF_K (score = sum 1/(k + rank))."""
+
+    def flush(self, name: str) -> None: ...
+
+    def size_bytes(self, name: str) -> int:
+        """Disk used by the collection (0 for a server)."""
+
+    def close(self) -> None: ...
