@@ -1,0 +1,307 @@
+"""The ``embedded`` store: Qdrant Edge (qdrant-edge-py), an in-process Qdrant engine.
+
+Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.json``,
+``segments/``, ``wal/``). Shards are opened lazily and kept open until :meth:`close` or
+:meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time (its
+WAL is locked): a second process gets a :class:`StoreError` saying so.
+
+Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``),
+``language`` and ``symbol``. The store adds no payload field of its own.
+
+Every call holds one lock per store, so the daemon may search from one thread while
+another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    FieldCondition,
+    Filter,
+    Fusion,
+    KeywordIndexParams,
+    MatchPrefix,
+    MatchValue,
+    Modifier,
+    Point,
+    Prefetch,
+    Query,
+    QueryRequest,
+    ScrollRequest,
+    SparseVector,
+    UpdateOperation,
+)
+
+from gitrag.errors import StoreError
+from gitrag.store._common import KEYWORD_FIELDS, check_name, dense_list, str_id, translate
+from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
+
+_CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
+_SCROLL_PAGE = 10_000
+
+
+def _edge_config(dim: int) -> EdgeConfig:
+    return EdgeConfig(
+        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+    )
+
+
+def _point(record: PointRecord) -> Point:
+    sparse = SparseVector(list(record.sparse.indices), list(record.sparse.values))
+    vectors: dict[str, Any] = {DENSE: dense_list(record.dense), SPARSE: sparse}
+    return Point(record.id, vectors, dict(record.payload))
+
+
+def _filter(scope: SearchFilter | None) -> Filter | None:
+    """Edge filter for ``scope``; None when it restricts nothing."""
+    if scope is None:
+        return None
+    must: list[Any] = []
+    if scope.path_prefix:
+        must.append(FieldCondition("path", match=MatchPrefix(scope.path_prefix)))
+    if scope.language:
+        must.append(FieldCondition("language", match=MatchValue(scope.language)))
+    return Filter(must=must) if must else None
+
+
+def _request(
+    dense: np.ndarray | None, sparse: SparseVec | None, limit: int, prefetch: int, where: Filter | None
+) -> QueryRequest:
+    dense_q = Query.Nearest(dense_list(dense), using=DENSE) if dense is not None else None
+    sparse_q = (
+        Query.Nearest(SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE)
+        if sparse is not None
+        else None
+    )
+    if dense_q is not None and sparse_q is not None:
+        # the filter goes on each prefetch too: candidates outside the scope never take a rank
+        prefetches = [
+            Prefetch(limit=prefetch, query=dense_q, filter=where),
+            Prefetch(limit=prefetch, query=sparse_q, filter=where),
+        ]
+        return QueryRequest(
+            limit=limit, prefetches=prefetches, query=Fusion.Rrf(k=RRF_K), filter=where, with_payload=True
+        )
+    query = dense_q if dense_q is not None else sparse_q
+    if query is None:
+        raise ValueError("search needs a dense or a sparse query vector (or both)")
+    return QueryRequest(limit=limit, query=query, filter=where, with_payload=True)
+
+
+def _disk_usage(folder: Path) -> int:
+    """Bytes allocated on disk below ``folder`` (like ``du``: sparse WAL files count little)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except FileNotFoundError:
+                continue
+            total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+    return total
+
+
+class EdgeStore:
+    """Collections as Qdrant Edge shards below ``root`` (created on first write)."""
+
+    kind = "embedded"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._shards: dict[str, EdgeShard] = {}
+        self._lock = threading.RLock()
+
+    # -- collections ---------------------------------------------------------------
+
+    def _dir(self, name: str) -> Path:
+        return self.root / check_name(name)
+
+    def _shard(self, name: str) -> EdgeShard:
+        """The open shard of an existing collection; StoreError if there is none."""
+        shard = self._shards.get(name)
+        if shard is not None:
+            return shard
+        folder = self._dir(name)
+        if not (folder / _CONFIG_FILE).is_file():
+            raise StoreError(f"collection {name!r} does not exist in {self.root}: run `gitrag index`")
+        with translate(f"collection {folder}"):
+            shard = EdgeShard.load(str(folder))
+        self._shards[name] = shard
+        return shard
+
+    def create_collection(self, name: str, dim: int) -> None:
+        """Create ``root/<name>/`` with dense ``dim`` (cosine) and sparse (IDF) vectors.
+
+        No-op if it exists with the same ``dim``; :class:`StoreError` if its ``dim`` differs."""
+        with self._lock:
+            folder = self._dir(name)
+            if (folder / _CONFIG_FILE).is_file():
+                self._check_dim(name, folder, dim)
+                return
+            if folder.exists():  # a crash during create left a partial shard
+                shutil.rmtree(folder)
+            with translate(f"collection {folder}"):
+                self.root.mkdir(parents=True, exist_ok=True)
+                shard = EdgeShard.create(str(folder), _edge_config(dim))
+                for field_name in KEYWORD_FIELDS:
+                    params = KeywordIndexParams(prefix=field_name == "path")
+                    shard.update(UpdateOperation.create_field_index(field_name, params))
+                shard.flush()
+            self._shards[name] = shard
+
+    def _check_dim(self, name: str, folder: Path, dim: int) -> None:
+        try:
+            config = json.loads((folder / _CONFIG_FILE).read_text())
+            have = int(config["vectors"][DENSE]["size"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"collection {folder} has an unreadable {_CONFIG_FILE}: {exc}") from exc
+        if have != dim:
+            raise StoreError(f"collection {name!r} holds {have}-dim vectors, not {dim}: the embedder changed")
+
+    def has_collection(self, name: str) -> bool:
+        with self._lock:
+            return name in self._shards or (self._dir(name) / _CONFIG_FILE).is_file()
+
+    def drop_collection(self, name: str) -> None:
+        """Close the shard and delete its folder; no error if it is missing."""
+        with self._lock:
+            folder = self._dir(name)
+            shard = self._shards.pop(name, None)
+            with translate(f"collection {folder}"):
+                if shard is not None:
+                    shard.close()
+                if folder.exists():
+                    shutil.rmtree(folder)
+
+    def list_collections(self) -> list[str]:
+        """Names of the collections below ``root``, sorted."""
+        with self._lock:
+            if not self.root.is_dir():
+                return []
+            return sorted(p.name for p in self.root.iterdir() if (p / _CONFIG_FILE).is_file())
+
+    # -- points --------------------------------------------------------------------
+
+    def _update(self, name: str, operation: UpdateOperation) -> None:
+        with self._lock:
+            shard = self._shard(name)
+            with translate(f"collection {self._dir(name)}"):
+                shard.update(operation)
+
+    def upsert(self, name: str, points: list[PointRecord]) -> None:
+        """Insert or replace ``points`` (same id: vectors and payload replaced)."""
+        if points:
+            self._update(name, UpdateOperation.upsert_points([_point(p) for p in points]))
+
+    def delete(self, name: str, ids: list[str]) -> None:
+        """Delete points by id; ids that do not exist are ignored."""
+        if ids:
+            self._update(name, UpdateOperation.delete_points(list(ids)))
+
+    def delete_path(self, name: str, path: str) -> None:
+        """Delete every point whose payload ``path`` equals ``path``."""
+        where = Filter(must=[FieldCondition("path", match=MatchValue(path))])
+        self._update(name, UpdateOperation.delete_points_by_filter(where))
+
+    def set_payload(self, name: str, updates: dict[str, dict[str, Any]]) -> None:
+        """Overwrite payload fields of existing points: ``{point_id: {field: value}}``.
+
+        Fields not named keep their values; ids that do not exist are ignored."""
+        with self._lock:
+            existing = self._existing(name, list(updates))
+            for point_id, fields in updates.items():
+                if fields and point_id in existing:
+                    self._update(name, UpdateOperation.set_payload([point_id], dict(fields)))
+
+    def _existing(self, name: str, ids: list[str]) -> set[str]:
+        shard = self._shard(name)
+        with translate(f"collection {self._dir(name)}"):
+            records = shard.retrieve(ids, False, False) if ids else []
+        return {str_id(r.id) for r in records}
+
+    def ids(self, name: str) -> set[str]:
+        """Every point id in the collection (scrolled in pages, no payloads or vectors)."""
+        with self._lock:
+            shard = self._shard(name)
+            found: set[str] = set()
+            offset: Any = None
+            with translate(f"collection {self._dir(name)}"):
+                while True:
+                    page, offset = shard.scroll(
+                        ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=False, with_vector=False)
+                    )
+                    found.update(str_id(r.id) for r in page)
+                    if offset is None:
+                        return found
+
+    def count(self, name: str) -> int:
+        """Exact number of points in the collection."""
+        with self._lock:
+            shard = self._shard(name)
+            with translate(f"collection {self._dir(name)}"):
+                return int(shard.count(CountRequest(exact=True)))
+
+    def search(
+        self,
+        name: str,
+        *,
+        dense: np.ndarray | None,
+        sparse: SparseVec | None,
+        limit: int,
+        prefetch: int = 40,
+        scope: SearchFilter | None = None,
+    ) -> list[Hit]:
+        """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
+        request = _request(dense, sparse, limit, max(prefetch, limit), _filter(scope))
+        with self._lock:
+            shard = self._shard(name)
+            with translate(f"collection {self._dir(name)}"):
+                scored = shard.query(request)
+        return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in scored]
+
+    # -- durability ----------------------------------------------------------------
+
+    def flush(self, name: str) -> None:
+        """Write every update to the segments on disk, then let the optimizer run.
+
+        Qdrant Edge has no background optimizer: this is where deleted points are
+        vacuumed and large segments get their HNSW index (blocking, seconds for 10^5 points)."""
+        with self._lock:
+            shard = self._shard(name)
+            with translate(f"collection {self._dir(name)}"):
+                shard.flush()
+                if shard.optimize():
+                    shard.flush()
+
+    def size_bytes(self, name: str) -> int:
+        """Bytes on disk under ``root/<name>/`` (0 if missing)."""
+        folder = self._dir(name)
+        return _disk_usage(folder) if folder.is_dir() else 0
+
+    def close(self) -> None:
+        """Flush and close every open shard; the store reopens them lazily if used again."""
+        with self._lock:
+            shards, self._shards = self._shards, {}
+            errors: list[str] = []
+            for name, shard in shards.items():
+                try:
+                    shard.flush()
+                    shard.close()
+                except Exception as exc:  # close the others anyway
+                    errors.append(f"{name}: {exc}")
+            if errors:
+                raise StoreError(f"closing collections in {self.root} failed: {'; '.join(errors)}")
