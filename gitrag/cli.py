@@ -1,0 +1,127 @@
+"""The command line: parses arguments and dispatches to ``gitrag.commands``; nothing else.
+
+Errors are mapped to exit codes here and only here (see ``gitrag.errors``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+import click
+
+from gitrag import __version__
+from gitrag.errors import EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
+
+REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object (see cli-contract.md).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gitrag")
+@click.option("-v", "--verbose", count=True, help="More log output on stderr (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """gitrag keeps a semantic code index of a git repository current from git's own events,
+    and answers questions about the code with ranked, citable locations.
+
+    \b
+    Quick start, inside a repository:
+      gitrag index                         # index the current branch (incremental after the first run)
+      gitrag ask "where are retries configured?"
+      gitrag install                       # keep it current from git hooks and a background daemon
+
+    Configuration: GITRAG_* environment variables, .gitrag.toml in the repository, or
+    ~/.config/gitrag/config.toml (see README).
+    """
+    from gitrag import logs
+
+    logs.configure(["warning", "info", "debug"][min(verbose, 2)])
+
+
+@cli.command()
+@REPO
+@JSON
+@click.option("--rebuild", is_flag=True, help="Drop this branch's index and build it again (e.g. after changing the embedder).")
+def index(repo: str, as_json: bool, rebuild: bool) -> None:
+    """Bring the current branch's index up to HEAD.
+
+    Reads the committed tree from git's object database (not the work tree), chunks the
+    files that changed since the last indexed commit, embeds only chunks never embedded
+    before, and updates the branch's collection. A second run with nothing changed
+    embeds nothing.
+    """
+    from gitrag.commands.index import index as run
+
+    _exit(lambda: run(repo, as_json, rebuild))
+
+
+@cli.command()
+@click.argument("question")
+@REPO
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
+@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True,
+              help="hybrid fuses dense (embedding) and sparse (BM25 terms) rankings with RRF.")
+@click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
+@click.option("--lang", "lang", default="", help="Only results in this language (python, go, rust, ...).")
+@click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
+@JSON
+def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool) -> None:
+    """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
+
+    \b
+    Examples:
+      gitrag ask "how are git hooks installed?"
+      gitrag ask "_unpack_args" --mode sparse -k 3
+      gitrag ask "retry policy" --path src/net/ --json
+    """
+    from gitrag.commands.ask import ask as run
+
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json))
+
+
+@cli.command()
+@REPO
+@JSON
+def status(repo: str, as_json: bool) -> None:
+    """Show the daemon, each indexed branch's freshness, the embedder, the store and sizes."""
+    from gitrag.commands.status import status as run
+
+    _exit(lambda: run(repo, as_json))
+
+
+def _exit(fn: Callable[[], int]) -> None:
+    """Run a command and exit with its code; the one place errors become exit codes."""
+    try:
+        code = fn()
+    except GitragError as exc:
+        from gitrag import output
+
+        output.error(str(exc))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPT
+    except Exception:  # an unexpected bug: say where the traceback is
+        code = _internal_error()
+    sys.exit(code)
+
+
+def _internal_error() -> int:
+    from gitrag import config, output
+
+    log_dir = config.state_dir()
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        path = log_dir / "crash.log"
+        with path.open("a") as fh:
+            fh.write(traceback.format_exc() + "\n")
+        where = f"; the traceback is in {path}"
+    except OSError:
+        where = ""
+        traceback.print_exc()
+    output.error(f"unexpected internal error: {sys.exc_info()[1]!r}{where}; please report it")
+    return EXIT_INTERNAL
+
+
+def main() -> None:
+    cli(prog_name="gitrag")

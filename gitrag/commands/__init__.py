@@ -1,0 +1,1 @@
+"""One module per command; each exposes one function returning an exit code."""

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from gitrag import output
+from gitrag.errors import EXIT_OK
+from gitrag.indexer import Indexer, IndexSummary
+from gitrag.workspace import open_workspace
+
+
+def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
+    ws = open_workspace(repo)
+    try:
+        with output.progress_bar(not as_json) as progress:
+            summary = Indexer(ws, progress).sync(rebuild=rebuild)
+    finally:
+        ws.close()
+    if as_json:
+        output.emit_json(summary.to_json())
+    else:
+        _print(summary)
+    return EXIT_OK
+
+
+def _print(s: IndexSummary) -> None:
+    head = f"{s.branch} @ {s.commit[:12]}"
+    if s.previous_commit == s.commit and not (s.points_upserted or s.points_deleted):
+        output.out.print(f"{head}: up to date ({s.chunks_total} chunks)")
+        return
+    output.out.print(
+        f"{head}: {s.files_indexed} files indexed, {s.files_skipped} skipped, {s.files_deleted} deleted; "
+        f"{s.chunks_total} chunks ({s.chunks_embedded} embedded, {s.chunks_reused} from cache); "
+        f"{s.points_upserted} points written, {s.points_deleted} deleted in {s.seconds:.1f}s"
+    )
+    if s.started_from:
+        output.out.print(f"  started from the index of branch {s.started_from!r}")
+    reasons: dict[str, int] = {}
+    for item in s.skipped:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        output.out.print(f"  skipped {n:>5}  {reason}")

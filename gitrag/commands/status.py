@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from typing import Any
+
+from gitrag import output
+from gitrag.errors import EXIT_OK
+from gitrag.workspace import Workspace, open_workspace
+
+
+def status(repo: str, as_json: bool) -> int:
+    ws = open_workspace(repo)
+    try:
+        data = collect(ws)
+    finally:
+        ws.close()
+    if as_json:
+        output.emit_json(data)
+    else:
+        _print(data)
+    return EXIT_OK
+
+
+def daemon_info() -> dict[str, Any]:
+    """Whether the daemon runs (replaced by the daemon module's own probe when present)."""
+    try:
+        from gitrag.daemon.client import probe  # type: ignore[import-not-found]
+    except ImportError:
+        return {"running": False, "pid": None, "socket": None}
+    return probe()
+
+
+def collect(ws: Workspace) -> dict[str, Any]:
+    """The contract's status JSON for one repository."""
+    current = ws.repo.branch()
+    branches = []
+    for b in ws.state.branches():
+        head = _branch_head(ws, b.name, current)
+        branches.append({
+            "name": b.name, "head": head, "indexed_commit": b.indexed_commit,
+            "up_to_date": head is not None and head == b.indexed_commit, "current": b.name == current,
+            "points": ws.state.point_count(b.name), "collection": b.collection,
+            "collection_bytes": ws.store.size_bytes(b.collection) if ws.store.has_collection(b.collection) else 0,
+            "materialized": ws.store.has_collection(b.collection), "last_used": b.last_used,
+        })
+    repo = {
+        "path": str(ws.repo.root), "branch": current, "branches": branches, "queue": 0,
+        "worktree_changes": ws.repo.worktree_changes(), "data_dir": str(ws.data_dir),
+        "state_bytes": ws.state.size_bytes(),
+    }
+    return {
+        "daemon": daemon_info(), "repos": [repo],
+        "embedder": {"name": ws.settings.embedder}, "store": {"kind": ws.store.kind, "url": ws.settings.qdrant_url or None},
+    }
+
+
+def _branch_head(ws: Workspace, name: str, current: str) -> str | None:
+    if name == current:
+        return ws.repo.head()
+    try:
+        ref = ws.repo.repo.lookup_branch(name)
+    except (ValueError, KeyError):
+        return None
+    return str(ref.target) if ref is not None else None
+
+
+def _print(data: dict[str, Any]) -> None:
+    d = data["daemon"]
+    output.out.print(f"daemon: {'running, pid ' + str(d['pid']) if d['running'] else 'not running'}")
+    output.out.print(f"embedder: {data['embedder']['name']}   store: {data['store']['kind']}")
+    for repo in data["repos"]:
+        output.out.print(f"[bold]{repo['path']}[/]  ({repo['worktree_changes']} work-tree change(s) not indexed)")
+        for b in repo["branches"]:
+            mark = "*" if b["current"] else " "
+            fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {str(b['head'])[:12]}"
+            size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
+            output.out.print(f" {mark} {b['name']:<24} {fresh:<40} {b['points']:>7} points  {size}")
+        if not repo["branches"]:
+            output.out.print("   nothing indexed yet: run `gitrag index`")
+        output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}")
