@@ -1,0 +1,32 @@
+"""Shared fixtures: every test gets its own GITRAG_HOME and HOME, and the fast embedder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.gitutil import Repo
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test writes to the real home directory: HOME, XDG_* and GITRAG_HOME point to tmp."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITRAG_HOME", str(home / "gitrag"))
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for var in [v for v in os.environ if v.startswith("GITRAG_") and v != "GITRAG_HOME"]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("GITRAG_EMBEDDER", "hash")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """An empty real git repository on branch ``main``."""
+    return Repo(tmp_path / "repo")
