@@ -29,6 +29,7 @@ from pathlib import Path
 import pygit2
 
 from gitrag.errors import EmptyRepository, NotARepository
+from gitrag.gitrepo import decode_path
 from gitrag.evaluation.metrics import Result
 
 #: git's own heuristic (``buffer_is_binary``) looks for a NUL in the first 8000 bytes.
@@ -150,7 +151,7 @@ def head_files(repo: str | Path, prefix: str | None = None) -> Iterator[tuple[st
 
 def _walk(tree: pygit2.Tree, base: str) -> Iterator[tuple[str, pygit2.Blob]]:
     for entry in tree:
-        path = f"{base}{entry.name}"
+        path = base + decode_path(entry.raw_name)  # same path text as the indexer
         if isinstance(entry, pygit2.Tree):
             yield from _walk(entry, path + "/")
         elif isinstance(entry, pygit2.Blob) and entry.filemode != pygit2.enums.FileMode.LINK:

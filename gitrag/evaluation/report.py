@@ -77,11 +77,10 @@ def metrics_table(title: str, columns: dict[str, Scores], headline: str = "") ->
 def report_tables(report: EvalReport) -> list[Table]:
     """The overall table (with latency p50/p95 rows) and one table per kind."""
     name = report.dataset or "questions"
-    overall = metrics_table(
-        f"{name}: {report.questions} questions, k={report.k}" + (f", scope {report.scope}" if report.scope else ""),
-        {mode: m.overall for mode, m in report.modes.items()},
-        report.headline,
-    )
+    title = f"{name}: {report.questions} questions, k={report.k}"
+    if report.scope:
+        title += f", scope {report.scope}"
+    overall = metrics_table(title, {mode: m.overall for mode, m in report.modes.items()}, report.headline)
     for pct in ("p50", "p95"):
         overall.add_row(f"latency {pct} ms", *(f"{m.latency_ms[pct]:.1f}" for m in report.modes.values()))
     tables = [overall]

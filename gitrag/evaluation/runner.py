@@ -132,9 +132,7 @@ def run_eval(
     Modes named in ``file_level_modes`` are scored per file (see metrics' file_level).
     """
     modes = {
-        name: _run_mode(
-            questions, searcher, k=k, scope=scope, suffix_paths=suffix_paths, file_level=name in file_level_modes
-        )
+        name: _run_mode(questions, searcher, k, scope, suffix_paths, file_level=name in file_level_modes)
         for name, searcher in searchers.items()
     }
     return EvalReport(len(questions), modes, k, scope, dataset, dataset_format, headline)
@@ -149,7 +147,7 @@ def run_dataset(
     file_level_modes: Collection[str] = FILE_LEVEL_MODES,
 ) -> EvalReport:
     """:func:`run_eval` with the dataset's path rule and headline; ``scope`` defaults to
-    the dataset's (``SEMBLE_ROOTS`` for semble files, none for JSONL)."""
+    the dataset's (``SEMBLE_ROOTS`` for semble files, none for JSONL); ``""`` disables it."""
     return run_eval(
         data.questions,
         searchers,
@@ -166,10 +164,10 @@ def run_dataset(
 def _run_mode(
     questions: Sequence[Question],
     searcher: Searcher,
-    *,
     k: int,
     scope: str | None,
     suffix_paths: bool,
+    *,
     file_level: bool,
 ) -> ModeReport:
     runs = [_run_question(q, searcher, k, scope, suffix_paths, file_level) for q in questions]
