@@ -90,6 +90,26 @@ def status(repo: str, as_json: bool) -> None:
     _exit(lambda: run(repo, as_json))
 
 
+@cli.command("eval")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False))
+@REPO
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "dense", "sparse", "grep", "ripgrep"]),
+              help="A mode to run; repeat for several. Default: hybrid, dense, sparse and the grep baseline.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 100), help="Results per question.")
+@click.option("--scope", default=None, help="Only score results under this path prefix (semble files set their own).")
+@JSON
+def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, as_json: bool) -> None:
+    """Measure retrieval quality on a question set: recall@1/5/10, MRR@10, nDCG@10.
+
+    QUESTIONS is a JSONL file like shared/eval/click-8.1.7.jsonl or a semble benchmark
+    JSON file (fastapi.json, flask.json, requests.json). The repository is indexed first
+    (incrementally); every mode runs side by side, overall and per question kind.
+    """
+    from gitrag.commands.eval import evaluate
+
+    _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json))
+
+
 def _exit(fn: Callable[[], int]) -> None:
     """Run a command and exit with its code; the one place errors become exit codes."""
     try:

@@ -49,7 +49,7 @@ class Policy:
         if IGNORE_FILE not in tree:
             return None
         lines = self.repo.read_blob(str(tree[IGNORE_FILE].id)).decode("utf-8", "replace").splitlines()
-        return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        return pathspec.PathSpec.from_lines("gitignore", lines)
 
     def _has_attributes(self, entries: list[Entry] | None) -> bool:
         if entries is None:

@@ -30,3 +30,11 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 def repo(tmp_path: Path) -> Repo:
     """An empty real git repository on branch ``main``."""
     return Repo(tmp_path / "repo")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def quiet_logs() -> None:
+    """Logs go to stderr at warning level, as under the CLI."""
+    from gitrag import logs
+
+    logs.configure("warning", json_lines=False)

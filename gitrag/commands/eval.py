@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gitrag import output
+from gitrag.errors import EXIT_OK
+from gitrag.evaluation import load_dataset, run_dataset
+from gitrag.evaluation.grep import GrepBaseline
+from gitrag.evaluation.report import print_report
+from gitrag.indexer import Indexer
+from gitrag.retrieval import search
+from gitrag.store import SearchFilter
+from gitrag.workspace import Workspace, open_workspace
+
+INDEX_MODES = ("hybrid", "dense", "sparse")
+ALL_MODES = (*INDEX_MODES, "grep", "ripgrep")
+DEFAULT_MODES = (*INDEX_MODES, "grep")
+
+
+def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool) -> int:
+    data = load_dataset(questions)
+    scope = data.scope if scope is None else scope
+    ws = open_workspace(repo)
+    try:
+        with output.progress_bar(not as_json) as progress:
+            summary = Indexer(ws, progress).sync()
+        if not as_json:
+            output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
+        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope), k, scope)
+    finally:
+        ws.close()
+    if as_json:
+        result = report.to_json()
+        result["commit"] = summary.commit
+        output.emit_json(result)
+    else:
+        print_report(report, output.out)
+    return EXIT_OK
+
+
+def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -> dict[str, Callable[[str], Any]]:
+    flt = SearchFilter(path_prefix=scope) if scope else None
+    searchers: dict[str, Callable[[str], Any]] = {}
+    for mode in dict.fromkeys(modes):
+        if mode in INDEX_MODES:
+            searchers[mode] = lambda q, m=mode: search(ws, q, k=k, mode=m, scope=flt, snippets=False)
+    if "grep" in modes or "ripgrep" in modes:
+        grep = GrepBaseline.from_repo(ws.repo.root, scope or None)
+        if "grep" in modes:
+            searchers["grep"] = lambda q: grep.search(q, k)
+        if "ripgrep" in modes:
+            searchers["ripgrep"] = lambda q: grep.ripgrep(q, k)
+    return searchers

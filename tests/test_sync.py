@@ -1,0 +1,231 @@
+"""The sync engine on scripted real git histories (issue 4).
+
+Every scenario ends by comparing the branch's points (ids and payloads, in the manifest
+and in the store) with a from-scratch index of the same commit made in another GITRAG_HOME.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag.indexer import Indexer, IndexSummary
+from gitrag.workspace import open_workspace
+from tests.gitutil import Repo
+
+FUNCS = {
+    "alpha": "def alpha(x):\n    \"\"\"Double x.\"\"\"\n    return x * 2\n",
+    "beta": "def beta(items):\n    total = 0\n    for item in items:\n        total += item\n    return total\n",
+    "gamma": "class Gamma:\n    def run(self, n):\n        return [i * i for i in range(n)]\n",
+}
+
+
+def module(*names: str, header: str = "") -> str:
+    return header + "\n\n".join(FUNCS[n] for n in names)
+
+
+def sync(path: Path, **kw: Any) -> IndexSummary:
+    ws = open_workspace(path)
+    try:
+        return Indexer(ws).sync(**kw)
+    finally:
+        ws.close()
+
+
+def snapshot(path: Path) -> dict[str, dict[str, Any]]:
+    """{point id: payload} of the current branch; asserts the store holds exactly the manifest."""
+    ws = open_workspace(path)
+    try:
+        branch = ws.state.branch(ws.repo.branch())
+        assert branch is not None
+        rows = {r.point_id: r.payload for r in ws.state.points(branch.name)}
+        assert ws.store.ids(branch.collection) == set(rows), "store and manifest disagree"
+        return rows
+    finally:
+        ws.close()
+
+
+def fresh_snapshot(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
+    """Index the same commit from scratch in another GITRAG_HOME."""
+    old = os.environ["GITRAG_HOME"]
+    monkeypatch.setenv("GITRAG_HOME", str(tmp_path / "scratch-home"))
+    try:
+        sync(path)
+        return snapshot(path)
+    finally:
+        monkeypatch.setenv("GITRAG_HOME", old)
+
+
+def assert_converged(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert snapshot(repo.path) == fresh_snapshot(repo.path, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def base(repo: Repo) -> Repo:
+    repo.write("pkg/a.py", module("alpha", "beta"))
+    repo.write("pkg/b.py", module("gamma"))
+    repo.write("README.md", "# Demo\n\nA demo project.\n")
+    repo.commit("initial")
+    first = sync(repo.path)
+    assert first.chunks_embedded > 0 and first.files_indexed == 3
+    return repo
+
+
+def test_second_run_embeds_nothing(base: Repo) -> None:
+    again = sync(base.path)
+    assert (again.chunks_embedded, again.points_upserted, again.points_deleted) == (0, 0, 0)
+    assert again.chunks_total == len(snapshot(base.path))
+
+
+def test_one_function_edited_embeds_one_chunk(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.write("pkg/a.py", module("alpha", "beta").replace("return x * 2", "return x * 3"))
+    base.commit("edit alpha")
+    s = sync(base.path)
+    assert s.chunks_embedded == 1
+    assert s.files_indexed == 1
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_line_added_above_moves_lines_without_embedding(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {p["symbol"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
+    base.write("pkg/a.py", "\n\n" + module("alpha", "beta"))
+    base.commit("blank lines on top")
+    s = sync(base.path)
+    assert s.chunks_embedded == 0
+    after = {p["symbol"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
+    assert after["beta"]["start_line"] == before["beta"]["start_line"] + 2
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_rename_embeds_nothing_and_drops_old_path(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.git("mv", "pkg/b.py", "pkg/renamed.py")
+    base.commit("rename")
+    s = sync(base.path)
+    assert s.chunks_embedded == 0
+    paths = {p["path"] for p in snapshot(base.path).values()}
+    assert "pkg/renamed.py" in paths and "pkg/b.py" not in paths
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_revert_embeds_nothing(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.write("pkg/a.py", module("alpha", "beta").replace("total = 0", "total = 1"))
+    base.commit("break beta")
+    assert sync(base.path).chunks_embedded == 1
+    base.git("revert", "--no-edit", "HEAD")
+    s = sync(base.path)
+    assert s.chunks_embedded == 0
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_new_branch_starts_from_its_ancestor(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.git("checkout", "-q", "-b", "feature/ünï-🚀")
+    base.write("pkg/c.py", "def delta(s):\n    return s.upper()\n")
+    base.commit("add delta")
+    s = sync(base.path)
+    assert s.started_from == "main"
+    assert s.chunks_embedded == 1
+    assert_converged(base, tmp_path, monkeypatch)
+    base.git("checkout", "-q", "main")
+    assert sync(base.path).chunks_embedded == 0
+    assert "pkg/c.py" not in {p["path"] for p in snapshot(base.path).values()}
+
+
+def test_twenty_commit_rebase_equals_full_index(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.git("checkout", "-q", "-b", "topic")
+    for i in range(20):
+        base.write(f"pkg/gen{i % 5}.py", f"def gen_{i}(v):\n    return v + {i}\n")
+        base.commit(f"topic {i}")
+    sync(base.path)
+    base.git("checkout", "-q", "main")
+    base.write("pkg/a.py", module("alpha", "beta", header="import os\n\n"))
+    base.commit("main moves")
+    base.git("checkout", "-q", "topic")
+    base.git("rebase", "-q", "main")
+    sync(base.path)
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_merge_equals_full_index(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.git("checkout", "-q", "-b", "side")
+    base.write("pkg/side.py", "def side():\n    return 'side'\n")
+    base.commit("side")
+    base.git("checkout", "-q", "main")
+    base.write("pkg/b.py", module("gamma").replace("i * i", "i + i"))
+    base.commit("main edit")
+    sync(base.path)
+    base.git("merge", "-q", "--no-edit", "side")
+    sync(base.path)
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_force_push_with_unreachable_old_commit(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.write("pkg/tmp.py", "def temporary():\n    return 1\n")
+    base.commit("to be dropped")
+    sync(base.path)
+    base.git("reset", "-q", "--hard", "HEAD~1")
+    base.git("reflog", "expire", "--expire=now", "--all")
+    base.git("gc", "-q", "--prune=now")
+    base.write("pkg/a.py", module("beta"))
+    base.commit("rewritten")
+    sync(base.path)
+    assert "pkg/tmp.py" not in {p["path"] for p in snapshot(base.path).values()}
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_deleted_file_points_are_pruned(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.git("rm", "-q", "pkg/b.py")
+    base.commit("delete b")
+    s = sync(base.path)
+    assert s.files_deleted == 1 and s.points_deleted >= 1
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_gitragignore_change_reapplies_policy(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base.write(".gitragignore", "pkg/b.py\n")
+    base.commit("ignore b")
+    s = sync(base.path)
+    assert {"path": "pkg/b.py", "reason": "in .gitragignore"} in s.skipped
+    assert "pkg/b.py" not in {p["path"] for p in snapshot(base.path).values()}
+    assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_detached_head_is_indexed_as_its_own_view(base: Repo) -> None:
+    first = base.head()
+    base.write("pkg/c.py", "def later():\n    return 2\n")
+    base.commit("later")
+    sync(base.path)
+    base.git("checkout", "-q", "--detach", first)
+    s = sync(base.path)
+    assert s.branch == "(detached)" and s.commit == first
+    assert s.started_from == "main" and s.chunks_embedded == 0
+    assert "pkg/c.py" not in {p["path"] for p in snapshot(base.path).values()}
+
+
+def test_dropped_collection_is_rebuilt_without_embedding(base: Repo) -> None:
+    ws = open_workspace(base.path)
+    try:
+        branch = ws.state.branch("main")
+        assert branch is not None
+        ws.store.drop_collection(branch.collection)
+    finally:
+        ws.close()
+    s = sync(base.path)
+    assert s.chunks_embedded == 0
+    assert len(snapshot(base.path)) == s.chunks_total > 0
+
+
+def test_embedder_mismatch_is_refused_then_rebuilt(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.embedders import register
+    from gitrag.embedders.hashing import HashEmbedder
+    from gitrag.errors import EmbedderMismatch
+
+    register("hash128")(lambda settings: HashEmbedder(dim=128))
+    monkeypatch.setenv("GITRAG_EMBEDDER", "hash128")
+    with pytest.raises(EmbedderMismatch, match="--rebuild"):
+        sync(base.path)
+    s = sync(base.path, rebuild=True)
+    assert s.chunks_embedded > 0
+    assert len(snapshot(base.path)) == s.chunks_total
