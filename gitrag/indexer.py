@@ -244,7 +244,7 @@ class Indexer:
             assert analysis is not None
             summary.files_indexed += 1
             self._texts.update((c.hash, c.text) for c in analysis.chunks)
-            self.ws.state.put_symbols(entry.blob, f"{CHUNKER_VERSION}:{analysis.language}", _graph(analysis))
+            self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
             updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis)))
         return updates
 
@@ -345,6 +345,7 @@ def _is_policy_file(path: str) -> bool:
 
 def _graph(analysis: FileAnalysis) -> dict[str, Any]:
     return {
+        "language": analysis.language,
         "definitions": [asdict(d) for d in analysis.definitions],
         "references": [asdict(r) for r in analysis.references],
     }
