@@ -266,7 +266,7 @@ class EdgeStore:
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
-        request = _request(dense, sparse, limit, max(prefetch, limit), _filter(scope))
+        request = _request(dense, sparse, limit, prefetch, _filter(scope))
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):

@@ -237,7 +237,7 @@ class ServerStore:
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
         where = _filter(scope)
-        args = _query_args(dense, sparse, max(prefetch, limit), where)
+        args = _query_args(dense, sparse, prefetch, where)
         with self._lock, self._translate(name):
             result = self._client.query_points(name, limit=limit, query_filter=where, with_payload=True, **args)
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
