@@ -1,0 +1,131 @@
+"""Index benchmark on a large real corpus: full index, one-function sync, no-change sync.
+
+Prints, from one run: end-to-end chunks/s of a full index beside the embedder's own raw
+chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the seconds and
+chunks embedded of a one-function commit and of a sync with nothing changed, the ratio of
+the one-function sync to the full index, and peak RSS.
+
+    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder local|hash]
+
+Without --corpus it builds the running Python's standard library as a one-commit git
+repository with shared/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
+files (sorted by path) in a commit of its own, to bound the run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MAKE_STDLIB = HERE.parent.parent / "shared" / "eval" / "make_stdlib_corpus.sh"
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+def build_corpus(dest: Path, files: int | None) -> Path:
+    subprocess.run(["sh", str(MAKE_STDLIB), str(dest)], check=True, stdout=subprocess.DEVNULL)
+    if files:
+        tracked = subprocess.run(["git", "ls-files"], cwd=dest, check=True, capture_output=True, text=True).stdout.split()
+        drop = sorted(tracked)[files:]
+        for i in range(0, len(drop), 500):
+            subprocess.run(["git", "rm", "-q", "--", *drop[i : i + 500]], cwd=dest, check=True)
+        subprocess.run([*GIT, "commit", "-q", "-m", f"keep {files} files"], cwd=dest, check=True)
+    return dest
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def edit_one_function(repo: Path) -> str:
+    """Change one line inside the first function of the largest .py file; returns its path."""
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=repo, check=True, capture_output=True, text=True).stdout.split()
+    target = max(tracked, key=lambda p: (repo / p).stat().st_size)
+    lines = (repo / target).read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("def ") and i + 1 < len(lines):
+            lines.insert(i + 1, "    _bench_marker = 1\n")
+            break
+    (repo / target).write_text("".join(lines))
+    subprocess.run([*GIT, "commit", "-q", "-am", "bench: edit one function"], cwd=repo, check=True)
+    return target
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path)
+    ap.add_argument("--files", type=int, default=None)
+    ap.add_argument("--embedder", default="local")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gitrag-bench-"))
+    os.environ["GITRAG_HOME"] = str(work / "home")
+    os.environ["GITRAG_EMBEDDER"] = args.embedder
+    corpus = args.corpus
+    if corpus is None:
+        corpus = build_corpus(work / "corpus", args.files)
+    else:
+        copy = work / "corpus"
+        shutil.copytree(corpus, copy, symlinks=True)
+        corpus = copy
+
+    from gitrag import logs
+    from gitrag.indexer import Indexer
+    from gitrag.workspace import open_workspace
+
+    logs.configure("warning")
+
+    ws = open_workspace(corpus)
+    t = time.perf_counter()
+    ws.embedder.embed_documents(["warm up"])
+    load_s = time.perf_counter() - t
+
+    full = Indexer(ws).sync()
+    rows = ws.state.points(full.branch)
+    texts = list(_texts(ws, rows))
+    t = time.perf_counter()
+    for i in range(0, len(texts), 32):
+        ws.embedder.embed_documents(texts[i : i + 32])
+    raw_s = time.perf_counter() - t
+
+    edited = edit_one_function(corpus)
+    one = Indexer(ws).sync()
+    none = Indexer(ws).sync()
+    ws.close()
+
+    e2e = full.chunks_embedded / full.seconds if full.seconds else 0.0
+    raw = len(texts) / raw_s if raw_s else 0.0
+    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
+    print(f"corpus: {files} files, {full.chunks_total} chunks, embedder {args.embedder} (model load {load_s:.1f} s)")
+    print(f"full index:        {full.seconds:8.2f} s  {full.chunks_embedded:6d} embedded  {e2e:7.1f} chunks/s end to end")
+    print(f"raw embedder:      {raw_s:8.2f} s  {len(texts):6d} texts     {raw:7.1f} chunks/s  (end-to-end / raw = {e2e / raw if raw else 0:.2f})")
+    print(f"one-function sync: {one.seconds:8.3f} s  {one.chunks_embedded:6d} embedded  ({edited})")
+    print(f"no-change sync:    {none.seconds:8.3f} s  {none.chunks_embedded:6d} embedded")
+    print(f"one-function sync / full index = {one.seconds / full.seconds:.5f}")
+    print(f"peak RSS: {peak_rss_mb():.0f} MB")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _texts(ws, rows):  # type: ignore[no-untyped-def]
+    """The embedding texts of the indexed chunks, re-chunked from their blobs."""
+    from gitrag.chunking import analyze
+
+    seen: set[str] = set()
+    for path, blob in sorted({(r.path, r.payload["blob"]) for r in rows}):
+        for chunk in analyze(path, ws.repo.read_blob(blob), max_tokens=ws.embedder.max_tokens,
+                             count_tokens=ws.embedder.count_tokens).chunks:
+            if chunk.hash not in seen:
+                seen.add(chunk.hash)
+                yield chunk.text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
