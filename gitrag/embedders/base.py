@@ -63,6 +63,20 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return arr / norms
 
 
+def embed_partial(embedder: Embedder, texts: list[str]) -> tuple[np.ndarray, list[int]]:
+    """Embed what can be embedded: ``(vectors, failed)``.
+
+    ``failed``: sorted indices into ``texts`` that could not be embedded (already logged);
+    ``vectors``: float32 (len(texts) - len(failed), dim), unit rows, for the other inputs
+    in their original order. Uses ``embed_documents_partial`` when the embedder has one
+    (ollama, local), else ``embed_documents`` (nothing fails alone). Raises
+    EmbedderUnavailable / EmbedderError when the embedder fails as a whole."""
+    partial = getattr(embedder, "embed_documents_partial", None)
+    if partial is not None:
+        return partial(texts)
+    return embedder.embed_documents(texts), []
+
+
 Factory = Callable[["Settings"], Embedder]
 _REGISTRY: dict[str, Factory] = {}
 

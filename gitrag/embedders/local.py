@@ -13,13 +13,13 @@ and sentence-transformers (~6 s, ~500 MB) load on the first embed.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import structlog
 
 from gitrag.embedders.base import l2_normalise, make_fingerprint, register
 from gitrag.errors import EmbedderUnavailable
@@ -27,7 +27,7 @@ from gitrag.errors import EmbedderUnavailable
 if TYPE_CHECKING:
     from gitrag.config import Settings
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gitrag.embedders.local")
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 _OFFLINE_ENV = {
@@ -153,7 +153,7 @@ class LocalEmbedder:
                 tok.no_padding()
                 return tok
             except Exception as exc:  # noqa: BLE001 - fall back to the model's own
-                log.debug("fast tokenizer unavailable (%s); using the model's tokenizer", exc)
+                log.debug("fast tokenizer unavailable; using the model's", error=str(exc))
         return _SlowTokenizer(self._get_model().tokenizer)
 
     def count_tokens(self, text: str) -> int:
@@ -214,8 +214,7 @@ class LocalEmbedder:
         too_long = [i for i, n in enumerate(self.count_tokens_batch(texts)) if n > self.max_tokens]
         if too_long:
             log.warning(
-                "local embedder: %d of %d input(s) exceed %d tokens and are truncated (indices %s)",
-                len(too_long), len(texts), self.max_tokens, too_long[:10],
+                "local inputs truncated", count=len(too_long), of=len(texts), max_tokens=self.max_tokens, indices=too_long[:10]
             )
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
