@@ -78,9 +78,21 @@ LABEL = {pid(x): x for x in "abcde"}
 
 @pytest.fixture
 def filled(store: Store) -> Store:
+    """A fresh store holding CORPUS, for tests that write."""
     store.create_collection(COLL, DIM)
     store.upsert(COLL, CORPUS)
     return store
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """A store holding CORPUS shared by the read-only tests of this module (keeps them fast)."""
+    s = make_store(request.param, tmp_path_factory.mktemp("corpus"))
+    s.create_collection(COLL, DIM)
+    s.upsert(COLL, CORPUS)
+    s.flush(COLL)
+    yield s
+    s.close()
 
 
 def labels(hits: list[Hit]) -> list[str]:
@@ -173,9 +185,9 @@ def test_set_payload_overwrites_named_fields_only(filled: Store) -> None:
     assert filled.ids(COLL) == {pid(x) for x in "abcde"}  # the ghost was not created
 
 
-def test_payload_is_stored_as_given(filled: Store) -> None:
+def test_payload_is_stored_as_given(corpus: Store) -> None:
     """Coordinates only: the store adds nothing (no source text) and drops nothing."""
-    hits = filled.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=10)
+    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=10)
     by_id = {p.id: p.payload for p in CORPUS}
     assert len(hits) == 5
     for hit in hits:
@@ -186,22 +198,22 @@ def test_payload_is_stored_as_given(filled: Store) -> None:
 # -- search ---------------------------------------------------------------------------
 
 
-def test_dense_ranks_by_cosine(filled: Store) -> None:
-    hits = filled.search(COLL, dense=unit(1), sparse=None, limit=5)
+def test_dense_ranks_by_cosine(corpus: Store) -> None:
+    hits = corpus.search(COLL, dense=unit(1), sparse=None, limit=5)
     assert labels(hits) == list("abcde")
     assert [h.score for h in hits] == pytest.approx([1.0, 0.95, 0.8, 0.5, 0.0], abs=1e-5)
-    assert labels(filled.search(COLL, dense=unit(1), sparse=None, limit=2)) == ["a", "b"]
+    assert labels(corpus.search(COLL, dense=unit(1), sparse=None, limit=2)) == ["a", "b"]
 
 
-def test_sparse_applies_idf_so_a_rare_term_outranks_a_common_one(filled: Store) -> None:
-    hits = filled.search(COLL, dense=None, sparse=SparseVec([7, 9], [1.0, 1.0]), limit=5)
+def test_sparse_applies_idf_so_a_rare_term_outranks_a_common_one(corpus: Store) -> None:
+    hits = corpus.search(COLL, dense=None, sparse=SparseVec([7, 9], [1.0, 1.0]), limit=5)
     # c has the rare term 9; d has the common term 7 with twice the weight and still loses
     assert labels(hits)[0] == "c"
     common, rare = idf(5, 5), idf(1, 5)
     assert hits[0].score == pytest.approx(common + rare, rel=1e-4)
     assert labels(hits)[1] == "d" and hits[1].score == pytest.approx(2 * common, rel=1e-4)
     # only points sharing a term are returned
-    assert labels(filled.search(COLL, dense=None, sparse=SparseVec([8], [1.0]), limit=5)) == ["a", "d"]
+    assert labels(corpus.search(COLL, dense=None, sparse=SparseVec([8], [1.0]), limit=5)) == ["a", "d"]
 
 
 def rrf_by_hand(lists: list[list[str]], k: int = RRF_K) -> dict[str, float]:
@@ -213,28 +225,28 @@ def rrf_by_hand(lists: list[list[str]], k: int = RRF_K) -> dict[str, float]:
     return scores
 
 
-def test_hybrid_is_rrf_of_the_two_prefetch_lists(filled: Store) -> None:
+def test_hybrid_is_rrf_of_the_two_prefetch_lists(corpus: Store) -> None:
     dense_q, sparse_q = unit(1), SparseVec([8, 9], [1.0, 1.0])
-    dense_list = labels(filled.search(COLL, dense=dense_q, sparse=None, limit=40))
-    sparse_list = labels(filled.search(COLL, dense=None, sparse=sparse_q, limit=40))
+    dense_list = labels(corpus.search(COLL, dense=dense_q, sparse=None, limit=40))
+    sparse_list = labels(corpus.search(COLL, dense=None, sparse=sparse_q, limit=40))
     assert dense_list == list("abcde") and sparse_list == ["c", "a", "d"]
     expected = rrf_by_hand([dense_list, sparse_list])
-    hits = filled.search(COLL, dense=dense_q, sparse=sparse_q, limit=5)
+    hits = corpus.search(COLL, dense=dense_q, sparse=sparse_q, limit=5)
     # a: 1/60 + 1/61, c: 1/62 + 1/60, d: 1/63 + 1/62, b: 1/61, e: 1/64
     assert labels(hits) == ["a", "c", "d", "b", "e"]
     assert [h.score for h in hits] == pytest.approx([expected[x] for x in labels(hits)], rel=1e-5)
 
 
-def test_hybrid_fuses_only_the_prefetched_candidates(filled: Store) -> None:
-    hits = filled.search(COLL, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5, prefetch=2)
+def test_hybrid_fuses_only_the_prefetched_candidates(corpus: Store) -> None:
+    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5, prefetch=2)
     expected = rrf_by_hand([["a", "b"], ["c", "a"]])
     assert labels(hits) == ["a", "c", "b"]
     assert [h.score for h in hits] == pytest.approx([expected[x] for x in "acb"], rel=1e-5)
 
 
-def test_search_without_a_query_vector_is_a_value_error(filled: Store) -> None:
+def test_search_without_a_query_vector_is_a_value_error(corpus: Store) -> None:
     with pytest.raises(ValueError):
-        filled.search(COLL, dense=None, sparse=None, limit=5)
+        corpus.search(COLL, dense=None, sparse=None, limit=5)
 
 
 @pytest.mark.parametrize(
@@ -249,19 +261,19 @@ def test_search_without_a_query_vector_is_a_value_error(filled: Store) -> None:
         (SearchFilter(), list("abcde")),
     ],
 )
-def test_filters_in_every_mode(filled: Store, scope: SearchFilter, expected: list[str]) -> None:
-    dense = filled.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope)
+def test_filters_in_every_mode(corpus: Store, scope: SearchFilter, expected: list[str]) -> None:
+    dense = corpus.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope)
     assert labels(dense) == expected
-    sparse = filled.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    sparse = corpus.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
     assert sorted(labels(sparse)) == expected
-    hybrid = filled.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    hybrid = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
     assert sorted(labels(hybrid)) == expected
 
 
-def test_filtered_hybrid_ranks_within_the_scope(filled: Store) -> None:
+def test_filtered_hybrid_ranks_within_the_scope(corpus: Store) -> None:
     """Out-of-scope points take no rank in the prefetch lists."""
     scope = SearchFilter(language="go")
-    hits = filled.search(COLL, dense=unit(1), sparse=SparseVec([9], [1.0]), limit=5, scope=scope)
+    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([9], [1.0]), limit=5, scope=scope)
     expected = rrf_by_hand([["c", "e"], ["c"]])
     assert labels(hits) == ["c", "e"]
     assert [h.score for h in hits] == pytest.approx([expected["c"], expected["e"]], rel=1e-5)

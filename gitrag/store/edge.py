@@ -111,7 +111,8 @@ def _disk_usage(folder: Path) -> int:
                 st = os.lstat(os.path.join(dirpath, f))
             except FileNotFoundError:
                 continue
-            total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+            # blocks, not length: the WAL preallocates 32 MB files that stay sparse
+            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
     return total
 
 
