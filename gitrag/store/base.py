@@ -94,7 +94,8 @@ class Store(Protocol):
 
         Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
         Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,
-        fused by reciprocal rank fusion with k = RRF_K (score = sum 1/(k + rank))."""
+        fused by reciprocal rank fusion with k = RRF_K (score = sum 1/(k + rank), rank
+        counted from 0 in each prefetch list, as Qdrant does)."""
 
     def flush(self, name: str) -> None: ...
 

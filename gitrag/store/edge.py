@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -197,26 +199,27 @@ class EdgeStore:
 
     # -- points --------------------------------------------------------------------
 
-    def _update(self, name: str, operation: UpdateOperation) -> None:
+    def _update(self, name: str, operation: Callable[[], UpdateOperation]) -> None:
+        """Build the operation and apply it; both steps raise StoreError (bad ids, full disk)."""
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
-                shard.update(operation)
+                shard.update(operation())
 
     def upsert(self, name: str, points: list[PointRecord]) -> None:
         """Insert or replace ``points`` (same id: vectors and payload replaced)."""
         if points:
-            self._update(name, UpdateOperation.upsert_points([_point(p) for p in points]))
+            self._update(name, lambda: UpdateOperation.upsert_points([_point(p) for p in points]))
 
     def delete(self, name: str, ids: list[str]) -> None:
         """Delete points by id; ids that do not exist are ignored."""
         if ids:
-            self._update(name, UpdateOperation.delete_points(list(ids)))
+            self._update(name, lambda: UpdateOperation.delete_points(list(ids)))
 
     def delete_path(self, name: str, path: str) -> None:
         """Delete every point whose payload ``path`` equals ``path``."""
         where = Filter(must=[FieldCondition("path", match=MatchValue(path))])
-        self._update(name, UpdateOperation.delete_points_by_filter(where))
+        self._update(name, lambda: UpdateOperation.delete_points_by_filter(where))
 
     def set_payload(self, name: str, updates: dict[str, dict[str, Any]]) -> None:
         """Overwrite payload fields of existing points: ``{point_id: {field: value}}``.
@@ -226,7 +229,7 @@ class EdgeStore:
             existing = self._existing(name, list(updates))
             for point_id, fields in updates.items():
                 if fields and point_id in existing:
-                    self._update(name, UpdateOperation.set_payload([point_id], dict(fields)))
+                    self._update(name, partial(UpdateOperation.set_payload, [point_id], dict(fields)))
 
     def _existing(self, name: str, ids: list[str]) -> set[str]:
         shard = self._shard(name)
