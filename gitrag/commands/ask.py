@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import sys
+
 from gitrag import output
+from gitrag.answer import Answer, weak_message, write_answer
+from gitrag.config import Settings
 from gitrag.errors import EXIT_OK
 from gitrag.retrieval import AskResponse, ask as run_ask
 from gitrag.store import SearchFilter
@@ -8,25 +12,56 @@ from gitrag.workspace import open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool) -> int:
-    ws = open_workspace(repo)
-    try:
-        response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None)
-    finally:
-        ws.close()
-    if as_json:
-        output.emit_json(response.to_json())
+    from gitrag.daemon import routing
+
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer)  # None: no daemon runs
+    if routed is not None:
+        response, settings = routed
     else:
-        _print(response)
+        ws = open_workspace(repo)
+        try:
+            response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None)
+        finally:
+            ws.close()
+        settings = ws.settings
+    written = _answer(settings, response, no_answer, as_json)
+    if as_json:
+        output.emit_json(response.to_json() | written.to_json())
+    else:
+        _print(response, snippets=not written.text)
     return EXIT_OK
 
 
-def _print(r: AskResponse) -> None:
+def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer:
+    """The written answer, streamed to stdout unless ``as_json``. A chat failure is one
+    line on stderr and ``answer_error`` in JSON; the exit code stays 0 because the
+    ranked citations, printed either way, are the primary product."""
+    if no_answer or not settings.chat_model:
+        if not no_answer and not as_json:
+            output.info("hint: set GITRAG_CHAT_MODEL (an Ollama chat model, e.g. llama3.2) for a written answer with citations")
+        return Answer()
+
+    def stream(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    written = write_answer(settings, r.question, r.results, r.mode, on_text=None if as_json else stream)
+    if not as_json and written.text:
+        stream("\n\n")
+    if written.strength is not None and written.strength.weak and not as_json:
+        output.out.print(weak_message(r.question, written.strength), markup=False)
+    if written.error and not as_json:
+        output.error(written.error)
+    return written
+
+
+def _print(r: AskResponse, snippets: bool = True) -> None:
     f = r.freshness
     if not r.results:
         output.out.print("no results")
     for i, res in enumerate(r.results, 1):
         output.out.print(f"[bold]{i:>2}. {res.path}:{res.start_line}-{res.end_line}[/]  {res.symbol}  [dim]{res.score:.4f}[/]")
-        lines = res.snippet.splitlines()
+        lines = res.snippet.splitlines() if snippets else []
         for line in lines[:8]:
             output.out.print("      " + line, markup=False)
         if len(lines) > 8:
