@@ -110,6 +110,65 @@ def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str 
     _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json))
 
 
+@cli.command()
+@REPO
+@click.option("--systemd/--no-systemd", "systemd", default=None,
+              help="Run the daemon as a systemd user service (default: when `systemctl --user` works).")
+@click.option("--no-index", is_flag=True, help="Do not run the first index now.")
+def install(repo: str, systemd: bool | None, no_index: bool) -> None:
+    """Keep this repository's index current: git hooks, a running daemon, the first index.
+
+    Hooks go into the common git dir (so linked worktrees work) or the core.hooksPath
+    folder; a hook already there is kept as <name>.legacy and still runs first. Running it
+    twice changes nothing; `gitrag uninstall` puts everything back.
+    """
+    from gitrag.commands.install import install as run
+
+    _exit(lambda: run(repo, systemd, not no_index))
+
+
+@cli.command()
+@REPO
+def uninstall(repo: str) -> None:
+    """Remove gitrag's hooks (restoring the ones they replaced) and forget the repository."""
+    from gitrag.commands.install import uninstall as run
+
+    _exit(lambda: run(repo))
+
+
+@cli.command()
+@click.option("--stop", is_flag=True, help="Stop the running daemon (it finishes its current sync) and exit.")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--json-logs/--text-logs", default=None, help="Log format on stderr (default: JSON under systemd).")
+@click.option("--debounce", default=0.5, show_default=True, type=click.FloatRange(0, 60), help="Seconds to wait for more events.")
+@click.option("--reconcile", default=300.0, show_default=True, type=click.FloatRange(1), help="Seconds between full checks.")
+def daemon(stop: bool, log_level: str, json_logs: bool | None, debounce: float, reconcile: float) -> None:
+    """Run the daemon in the foreground (what the systemd unit runs); see docs/daemon.md."""
+    from gitrag.commands import daemon as cmd
+
+    _exit(lambda: cmd.stop() if stop else cmd.daemon(log_level, json_logs, debounce, reconcile))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("hook")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def notify(hook: str, args: tuple[str, ...]) -> None:
+    """Hand a git hook event to the daemon (what the hooks run; standard library only)."""
+    from gitrag.notify import main as run
+
+    sys.exit(run([hook, *args]))
+
+
+@cli.command()
+@REPO
+@JSON
+def doctor(repo: str, as_json: bool) -> None:
+    """Check git, hooks, daemon, embedder, store and index lag; one line each, with the fix."""
+    from gitrag.commands.doctor import doctor as run
+
+    _exit(lambda: run(repo, as_json))
+
+
 def _exit(fn: Callable[[], int]) -> None:
     """Run a command and exit with its code; the one place errors become exit codes."""
     try:
@@ -144,4 +203,8 @@ def _internal_error() -> int:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["notify"]:  # the hook path: no click parsing, no logging set-up
+        from gitrag.notify import main as notify_main
+
+        sys.exit(notify_main(sys.argv[2:]))
     cli(prog_name="gitrag")

@@ -8,11 +8,15 @@ from gitrag.workspace import Workspace, open_workspace
 
 
 def status(repo: str, as_json: bool) -> int:
-    ws = open_workspace(repo)
-    try:
-        data = collect(ws)
-    finally:
-        ws.close()
+    from gitrag.daemon import routing
+
+    data = routing.status(repo)  # None: no daemon runs
+    if data is None:
+        ws = open_workspace(repo)
+        try:
+            data = collect(ws)
+        finally:
+            ws.close()
     if as_json:
         output.emit_json(data)
     else:
@@ -29,8 +33,9 @@ def daemon_info() -> dict[str, Any]:
     return probe()
 
 
-def collect(ws: Workspace) -> dict[str, Any]:
-    """The contract's status JSON for one repository."""
+def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The contract's status JSON for one repository (``daemon``: the daemon block, when
+    the daemon itself answers)."""
     current = ws.repo.branch()
     branches = []
     for b in ws.state.branches():
@@ -48,7 +53,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
         "state_bytes": ws.state.size_bytes(),
     }
     return {
-        "daemon": daemon_info(), "repos": [repo],
+        "daemon": daemon if daemon is not None else daemon_info(), "repos": [repo],
         "embedder": {"name": ws.settings.embedder}, "store": {"kind": ws.store.kind, "url": ws.settings.qdrant_url or None},
     }
 

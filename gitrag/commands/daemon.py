@@ -1,0 +1,24 @@
+"""``gitrag daemon``: run the daemon in the foreground, or stop the running one."""
+
+from __future__ import annotations
+
+from gitrag import output
+from gitrag.errors import EXIT_OK
+
+
+def daemon(log_level: str, json_logs: bool | None, debounce: float, reconcile: float) -> int:
+    """Serve until SIGTERM/SIGINT or ``gitrag daemon --stop``. Raises AlreadyRunning."""
+    from gitrag import logs
+    from gitrag.daemon.run import Options, run
+
+    logs.configure(log_level, json_logs)
+    return run(Options(debounce_s=debounce, reconcile_s=reconcile))
+
+
+def stop() -> int:
+    """Stop the running daemon (it finishes its current sync first) and wait until it is gone."""
+    from gitrag.daemon import launch
+
+    pid = launch.stop()
+    output.info("no gitrag daemon is running" if pid is None else f"stopped the gitrag daemon (pid {pid})")
+    return EXIT_OK

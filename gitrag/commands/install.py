@@ -1,0 +1,124 @@
+"""``gitrag install`` and ``gitrag uninstall``: hooks, registration, a running daemon, first index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitrag import output
+from gitrag.daemon import client, launch, registry
+from gitrag.daemon import systemd as unit
+from gitrag.errors import EXIT_OK, EmptyRepository
+from gitrag.gitrepo import GitRepo
+from gitrag.install import PRIVATE_DIR, Target, explain, find_target, install_hooks, uninstall_hooks
+
+
+def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
+    """Hooks -> registry -> daemon -> first index; prints each change (nothing on a re-run)."""
+    r = GitRepo(repo)
+    target = find_target(r)
+    changes = install_hooks(target)
+    _say(changes or [f"hooks already installed in {target.folder}"])
+    _hooks_path_notes(target)
+    if registry.add(r.common_dir, target.folder):
+        output.info(f"registered {r.common_dir} with the daemon")
+    _ensure_daemon(unit.available() if use_systemd is None else use_systemd)
+    if first_index:
+        _first_index(r)
+    return EXIT_OK
+
+
+def uninstall(repo: str) -> int:
+    """Remove the hooks (restoring what they replaced) and forget the repository; when no
+    repository is left, remove the systemd unit and stop the daemon."""
+    r = GitRepo(repo)
+    target = find_target(r)
+    key = str(r.common_dir.resolve())
+    recorded = registry.load().get(key, {}).get("hooks")
+    folders = {target.folder, r.common_dir / "hooks", r.common_dir / PRIVATE_DIR}
+    folders |= {Path(recorded)} if recorded else set()
+    changes: list[str] = []
+    for folder in sorted(folders):
+        users = [k for k, info in registry.load().items() if k != key and info.get("hooks") == str(folder)]
+        if users:
+            changes.append(f"left the hooks in {folder}: {len(users)} other registered repositories use them")
+        elif folder.is_dir():
+            changes += uninstall_hooks(folder)
+    if target.explain is not None:
+        changes.append(f"remove the lines calling {target.folder} from the hooks in {target.explain}")
+    if registry.remove(r.common_dir):
+        changes.append(f"unregistered {r.common_dir}")
+    if not registry.load():
+        changes += unit.uninstall()
+        pid = launch.stop()
+        if pid is not None:
+            changes.append(f"stopped the gitrag daemon (pid {pid}): no repository is registered any more")
+    _say(changes or ["nothing to remove"])
+    return EXIT_OK
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        output.out.print(line, markup=False)
+
+
+def _hooks_path_notes(target: Target) -> None:
+    if target.hooks_path is None:
+        return
+    where = f"core.hooksPath ({target.scope} config) is {target.hooks_path}"
+    if target.explain is None:
+        shared = " it is shared: the hooks fire in other repositories too, where they do nothing" \
+            if target.scope in ("global", "system") else ""
+        output.info(f"{where}, so gitrag's hooks went there.{shared}")
+        return
+    missing = explain(target)
+    if missing:
+        output.info(f"{where}, which belongs to the project (or husky), so gitrag wrote nothing there.\n"
+                    f"Add these lines so git runs gitrag's hooks (in {target.folder}):")
+        _say([f"  {line}" for line in missing])
+
+
+def _ensure_daemon(use_systemd: bool) -> None:
+    info = client.probe()
+    if use_systemd:
+        if info["running"]:
+            launch.stop()  # a hand-started daemon makes way for the service
+        _say(unit.install())
+        pid = launch.wait_running(30.0)
+        output.info(f"the daemon runs (pid {pid}) under systemd; to keep it running while you are logged out: "
+                    f"`loginctl enable-linger $USER`" if pid else f"systemd did not start the daemon: "
+                    f"`journalctl --user -u {unit.UNIT}` says why")
+        return
+    if info["running"]:
+        output.info(f"the gitrag daemon already runs (pid {info['pid']})")
+        return
+    pid = launch.spawn()
+    output.info(f"started the gitrag daemon in the background (pid {pid}; log {launch.log_path()}). It does not "
+                f"survive a reboot: use `gitrag install --systemd` where systemd user services work, or run "
+                f"`gitrag daemon` from your session's start-up (see docs/daemon.md)")
+
+
+def _first_index(r: GitRepo) -> None:
+    from gitrag.daemon import routing
+
+    try:
+        summary = routing.index(str(r.root))
+        if summary is None:  # the daemon went away: index in-process
+            from gitrag.indexer import Indexer
+            from gitrag.workspace import open_workspace
+
+            ws = open_workspace(r.root)
+            try:
+                summary = Indexer(ws).sync().to_json()
+            finally:
+                ws.close()
+    except client.CommandError as exc:
+        if exc.kind != EmptyRepository.__name__:
+            raise
+        summary = None
+    except EmptyRepository:
+        summary = None
+    if summary is None:
+        output.info("no commit yet: the first commit will be indexed")
+        return
+    output.out.print(f"indexed {summary['branch']} @ {summary['commit'][:12]}: {summary['chunks_total']} chunks "
+                     f"({summary['chunks_embedded']} embedded) in {summary['seconds']:.1f}s", markup=False)

@@ -1,0 +1,118 @@
+"""The daemon's scheduled work, on apscheduler's AsyncIOScheduler.
+
+* debounce: an event (re)arms a one-shot job per repository ``debounce_s`` later, but
+  never later than ``max_delay_s`` after the first event of a burst; the job kicks the
+  worker, which syncs every dirty work tree once
+* reconcile, every ``reconcile_s`` and at start: drain the spool, then mark every work
+  tree of every registered repository whose branch is behind its HEAD (catches what hooks
+  never saw: commits while the daemon was down, ``git reset``, a fetch into a branch)
+* gc, every ``gc_s``: see :mod:`gitrag.daemon.gc`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from gitrag import config
+from gitrag.daemon import gc, registry, spool
+from gitrag.daemon.service import Service
+from gitrag.daemon.worker import RepoWorker
+from gitrag.errors import GitragError
+from gitrag.gitrepo import GitRepo
+from gitrag.state import State
+
+log = structlog.get_logger("gitrag.daemon")
+
+
+class Jobs:
+    """Owns the scheduler; ``debounce`` is handed to the Service as its event timer."""
+
+    def __init__(self, service: Service, debounce_s: float = 0.5, max_delay_s: float = 5.0,
+                 reconcile_s: float = 300.0, gc_s: float = 3600.0, idle_s: float = 1800.0) -> None:
+        self.service = service
+        self.debounce_s, self.max_delay_s, self.idle_s = debounce_s, max_delay_s, idle_s
+        self.reconcile_s, self.gc_s = reconcile_s, gc_s
+        self.scheduler = AsyncIOScheduler(timezone=timezone.utc, job_defaults={"misfire_grace_time": None})
+        self._burst: dict[str, float] = {}  # key -> monotonic time of the burst's first event
+        self._cache_gc: dict[str, float] = {}  # common dir -> time of its last cache gc
+
+    def start(self) -> None:
+        now = datetime.now(timezone.utc)
+        self.scheduler.add_job(self.reconcile, "interval", seconds=self.reconcile_s, id="reconcile",
+                               next_run_time=now, coalesce=True, max_instances=1)
+        self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
+        self.scheduler.start()
+
+    def shutdown(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def debounce(self, key: str, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once, ``debounce_s`` after the last call for ``key`` (capped by the burst)."""
+        first = self._burst.setdefault(key, time.monotonic())
+        delay = max(0.0, min(self.debounce_s, first + self.max_delay_s - time.monotonic()))
+
+        async def fire() -> None:
+            self._burst.pop(key, None)
+            fn()
+
+        run_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
+        self.scheduler.add_job(fire, "date", run_date=run_at, id=f"debounce:{key}", replace_existing=True)
+
+    async def reconcile(self) -> None:
+        """Drain the spool, then queue every registered work tree whose index is behind."""
+        for event in spool.drain():
+            try:
+                self.service.accept(**{k: v for k, v in event.items() if k != "op"})
+            except (GitragError, TypeError) as exc:
+                log.info("spooled event dropped", repo=event.get("repo"), error=str(exc))
+        for common_dir in registry.load():
+            try:
+                behind = await asyncio.to_thread(_behind, common_dir)
+                worker, _ = self.service.worker_for(common_dir) if behind else (None, "")
+            except GitragError as exc:
+                log.info("registered repository unreadable", repo=common_dir, error=str(exc))
+                continue
+            if worker is not None:
+                log.info("reconcile", repo=common_dir, worktrees=behind)
+                for path in behind:
+                    worker.mark(path)
+                worker.kick()
+
+    async def gc(self) -> None:
+        """Close idle workspaces, drop expired collections; release the model when all are closed."""
+        for key, worker in list(self.service.workers.items()):
+            if worker.busy or worker.dirty or worker.syncing or not worker.is_open:
+                continue
+            if time.monotonic() - worker.last_used > self.idle_s:
+                await worker.serial(worker.close)
+                continue
+            await worker.serial(self._collect, worker, key)
+        if not any(w.is_open for w in self.service.workers.values()):
+            self.service.release_embedders()
+
+    def _collect(self, worker: RepoWorker, key: str) -> None:
+        paths = gc.worktrees(key)
+        checked_out = {worker.workspace(p).repo.branch() for p in paths}
+        result = gc.collect(worker.workspace(paths[0]) if paths else worker.workspace(key), checked_out,
+                            self._cache_gc.get(key, time.time()))
+        if result["cache_gc"] or key not in self._cache_gc:
+            self._cache_gc[key] = time.time()
+
+
+def _behind(common_dir: str) -> list[str]:
+    """The work trees of a repository whose branch is behind its HEAD; reads the State only
+    (opens no store, loads no model, and does not count as use of an idle workspace)."""
+    paths = gc.worktrees(common_dir)
+    state = State(config.repo_data_dir(Path(common_dir)))
+    try:
+        return [p for p in paths if gc.stale(GitRepo(p), state)]
+    finally:
+        state.close()

@@ -1,0 +1,59 @@
+"""Route a CLI command through the daemon when one runs; ``None`` means "do it in-process".
+
+The daemon holds the repository's store open (an embedded store's shard can be open in
+one process at a time), so while it runs, ``ask`` and ``status`` must go through it; it
+also answers from a warm model. No daemon -> None, and the caller works in-process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gitrag.daemon import client
+
+ASK_TIMEOUT_S = 300.0  # a cold daemon loads the model on the first question
+STATUS_TIMEOUT_S = 60.0
+
+
+def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
+    try:
+        return client.request(op, timeout=timeout, **args)
+    except client.ConnectError:
+        return None
+
+
+def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool) -> tuple[Any, Any] | None:
+    """``(AskResponse, Settings)``: the daemon's answer and the repository's settings (for
+    writing an answer in-process), or None when no daemon runs. Raises CommandError (the
+    daemon's error, e.g. NotIndexed), Timeout, NotARepository."""
+    from gitrag import config
+    from gitrag.gitrepo import GitRepo
+
+    data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
+                    path=path, lang=lang, no_answer=no_answer)
+    if data is None:
+        return None
+    return response_from_json(data), config.load_settings(GitRepo(repo).workdir)
+
+
+def status(repo: str) -> dict[str, Any] | None:
+    """The contract's status JSON from the daemon, or None when no daemon runs."""
+    return _request("status", STATUS_TIMEOUT_S, repo=str(Path(repo).absolute()))
+
+
+def index(repo: str, rebuild: bool = False) -> dict[str, Any] | None:
+    """The contract's index JSON from a sync run by the daemon, or None when no daemon runs."""
+    return _request("index", None, repo=str(Path(repo).absolute()), rebuild=rebuild)
+
+
+def response_from_json(data: dict[str, Any]) -> Any:
+    """An AskResponse rebuilt from its ``to_json()`` (unknown result fields ignored)."""
+    from dataclasses import fields
+
+    from gitrag.retrieval import AskResponse, Freshness, Result
+
+    names = {f.name for f in fields(Result)}
+    results = [Result(**{k: v for k, v in r.items() if k in names}) for r in data.get("results", [])]
+    fresh = Freshness(data["branch"], data.get("commit"), data.get("head"), int(data.get("worktree_changes", 0)))
+    return AskResponse(data["question"], fresh, results, data.get("answer"), data.get("mode", "hybrid"))

@@ -1,0 +1,110 @@
+"""The daemon's life: one instance, a socket, signals, and a clean exit.
+
+    flock <runtime dir>/daemon.lock (non-blocking): a second daemon exits with AlreadyRunning
+    -> replace a stale socket (never a live one), listen (0600 in a 0700 folder)
+    -> drain the spool, start the jobs (reconcile runs at once)
+    -> serve until SIGTERM/SIGINT or a ``stop`` request
+    -> stop listening and scheduling, let each running sync finish, spool the work trees
+       still waiting (the next start syncs them), close workspaces, remove the socket
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import IO
+
+import structlog
+
+from gitrag.daemon import protocol, spool
+from gitrag.daemon.jobs import Jobs
+from gitrag.daemon.server import serve
+from gitrag.daemon.service import Service
+from gitrag.errors import GitragError
+
+log = structlog.get_logger("gitrag.daemon")
+
+
+class AlreadyRunning(GitragError):
+    """Another daemon holds the lock."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Timings in seconds."""
+
+    debounce_s: float = 0.5
+    max_delay_s: float = 5.0
+    reconcile_s: float = 300.0
+    gc_s: float = 3600.0
+    idle_s: float = 1800.0
+
+
+def acquire_lock() -> IO[str]:
+    """Hold the daemon lock for the life of the returned file; writes our pid into it.
+    Raises AlreadyRunning (with the holder's pid) when another daemon has it."""
+    path = protocol.lock_path()
+    protocol.private_dir(path.parent)
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        pid = fh.read().strip() or "?"
+        fh.close()
+        raise AlreadyRunning(f"a gitrag daemon (pid {pid}) already runs on {protocol.socket_path()}; "
+                             f"stop it first with `gitrag daemon --stop`") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
+def run(options: Options | None = None) -> int:
+    """Run the daemon in the foreground until told to stop; returns the exit code (0).
+    Raises AlreadyRunning, SocketInUse, or OSError when the socket cannot be made."""
+    lock = acquire_lock()
+    try:
+        return asyncio.run(_serve(options or Options()))
+    finally:
+        lock.close()
+
+
+async def _serve(opts: Options) -> int:
+    path = protocol.socket_path()
+    service = Service(str(path))
+    jobs = Jobs(service, opts.debounce_s, opts.max_delay_s, opts.reconcile_s, opts.gc_s, opts.idle_s)
+    service.debounce = jobs.debounce
+    server = await serve(service, path)
+    inode = os.stat(path).st_ino
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, service.stop_requested.set)
+    jobs.start()
+    log.info("daemon started", pid=os.getpid(), socket=str(path))
+    await service.stop_requested.wait()
+    log.info("daemon stopping", pid=os.getpid())
+    server.close()
+    jobs.shutdown()
+    await _finish(service)
+    if os.path.exists(path) and os.stat(path).st_ino == inode:
+        os.unlink(path)
+    log.info("daemon stopped", pid=os.getpid())
+    return 0
+
+
+async def _finish(service: Service) -> None:
+    """Let running syncs finish; spool what is still waiting so no event is lost."""
+    results = await asyncio.gather(*(w.stop() for w in service.workers.values()), return_exceptions=True)
+    for worker, left in zip(list(service.workers.values()), results):
+        if isinstance(left, BaseException):
+            log.error("worker did not stop cleanly", repo=worker.common_dir, error=repr(left))
+            continue
+        for worktree in left:
+            spool.append({"repo": worktree, "common_dir": worker.common_dir, "hook": "daemon-stop",
+                          "args": [], "time": round(time.time(), 3)})

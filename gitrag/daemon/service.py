@@ -1,0 +1,126 @@
+"""The daemon's commands (``cmd_<op>``) and its event intake.
+
+The server calls ``cmd_<op>(**args)`` for each request and sends back what it returns;
+a GitragError raised here reaches the client as ``{"ok": false, "kind", "error",
+"exit_code"}``. ``repo`` arguments are any path inside a work tree; the work tree's own
+HEAD and branch are used (a linked worktree is synced and answered as itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gitrag import __version__, config
+from gitrag.daemon import registry
+from gitrag.daemon.worker import RepoWorker
+from gitrag.embedders import Embedder, create
+from gitrag.gitrepo import GitRepo
+from gitrag.workspace import Workspace, open_workspace
+
+log = structlog.get_logger("gitrag.daemon")
+Debounce = Callable[[str, Callable[[], None]], None]  # (key, fn): run fn once, a little later
+
+
+class Service:
+    """Every repository's worker, the shared embedders, and the commands."""
+
+    def __init__(self, socket: str = "", debounce: Debounce | None = None) -> None:
+        self.socket = socket
+        self.workers: dict[str, RepoWorker] = {}
+        self.started = time.time()
+        self.stop_requested = asyncio.Event()
+        self.debounce: Debounce = debounce or (lambda key, fn: fn())
+        self._embedders: dict[tuple[Any, ...], Embedder] = {}
+        self._embedders_lock = threading.Lock()
+
+    # -- repositories ------------------------------------------------------------------
+    def _open(self, path: Path) -> Workspace:
+        """Open a repository's Workspace with an embedder shared by every repository that
+        configures the same one (one model in memory)."""
+        settings = config.load_settings(GitRepo(path).workdir)
+        key = (settings.embedder, settings.local_model, settings.ollama_host, settings.ollama_model,
+               settings.ollama_timeout, settings.batch_size)
+        with self._embedders_lock:
+            if key not in self._embedders:
+                self._embedders[key] = create(settings)
+            embedder = self._embedders[key]
+        return open_workspace(path, settings, embedder)
+
+    def release_embedders(self) -> None:
+        """Forget the shared embedders (the model is freed once no workspace holds it)."""
+        with self._embedders_lock:
+            self._embedders.clear()
+
+    def worker_for(self, path: str | Path) -> tuple[RepoWorker, str]:
+        """The worker of the repository at ``path`` and the work tree's root.
+        Raises NotARepository."""
+        repo = GitRepo(path)
+        key = str(repo.common_dir)
+        worker = self.workers.get(key)
+        if worker is None:
+            worker = self.workers[key] = RepoWorker(key, self._open)
+        return worker, str(repo.root)
+
+    def accept(self, repo: str, **event: Any) -> dict[str, Any]:
+        """Take one hook event (from the socket or the spool): mark the work tree dirty and
+        (re)start its debounce timer. Events of unregistered repositories are declined."""
+        worker, root = self.worker_for(repo)
+        if not registry.is_registered(worker.common_dir):
+            return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
+        worker.mark(root)
+        self.debounce(worker.common_dir, worker.kick)
+        log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"))
+        return {"accepted": True, "queue": worker.queue()}
+
+    def info(self) -> dict[str, Any]:
+        return {"running": True, "pid": os.getpid(), "socket": self.socket, "version": __version__}
+
+    # -- commands ----------------------------------------------------------------------
+    async def cmd_ping(self) -> dict[str, Any]:
+        """``{"pid", "version", "uptime_s", "repos"}``."""
+        return {**self.info(), "uptime_s": round(time.time() - self.started, 3), "repos": len(self.workers)}
+
+    async def cmd_notify(self, repo: str, **event: Any) -> dict[str, Any]:
+        """``{"accepted": bool, "queue"?: int, "reason"?: str}``."""
+        return self.accept(repo, **event)
+
+    async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
+                      lang: str = "", no_answer: bool = False) -> dict[str, Any]:
+        """The contract's ask JSON, answered from the warm embedder and store."""
+        from gitrag.retrieval import ask
+        from gitrag.store import SearchFilter
+
+        worker, root = self.worker_for(repo)
+        scope = SearchFilter(path, lang) if (path or lang) else None
+        return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope).to_json())
+
+    async def cmd_status(self, repo: str) -> dict[str, Any]:
+        """The contract's status JSON for the repository, with its queue and last sync."""
+        from gitrag.commands.status import collect
+
+        worker, root = self.worker_for(repo)
+        data = await worker.read(lambda: collect(worker.workspace(root), daemon=self.info()))
+        for entry in data["repos"]:
+            entry.update(queue=worker.queue(), syncs=worker.stats["syncs"], last_sync=worker.stats["last_sync"],
+                         last_error=worker.stats["last_error"])
+        return data
+
+    async def cmd_index(self, repo: str, rebuild: bool = False) -> dict[str, Any]:
+        """Sync the work tree now (after queued syncs); the contract's index JSON."""
+        from gitrag.indexer import Indexer
+
+        worker, root = self.worker_for(repo)
+        return await worker.serial(lambda: Indexer(worker.workspace(root)).sync(rebuild=rebuild).to_json())
+
+    async def cmd_stop(self) -> dict[str, Any]:
+        """Ask the daemon to finish the running syncs and exit; ``{"stopping": true}``."""
+        self.stop_requested.set()
+        return {"stopping": True, "pid": os.getpid()}

@@ -1,0 +1,86 @@
+"""The systemd user unit: render it, install and enable it, take it out.
+
+The template is the package's ``systemd/gitrag.service`` (the repository's top-level
+``systemd/``); :func:`render` puts the installing interpreter in ``ExecStart`` and, when
+set, ``GITRAG_HOME`` in the environment, so the service and the CLI agree on every path.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from gitrag.errors import GitragError
+
+UNIT = "gitrag.service"
+MARK = "# gitrag-unit"  # last line of a unit gitrag wrote
+
+
+class SystemdError(GitragError):
+    """``systemctl --user`` failed."""
+
+
+def available() -> bool:
+    """Whether a systemd user manager answers (``systemctl --user`` works here)."""
+    if shutil.which("systemctl") is None:
+        return False
+    proc = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, check=False)
+    return proc.returncode == 0
+
+
+def unit_path() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    return base / "systemd" / "user" / UNIT
+
+
+def render(python: str = sys.executable, env: dict[str, str] | None = None) -> str:
+    """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME if set."""
+    env = os.environ if env is None else env
+    text = (resources.files("gitrag") / "systemd" / UNIT).read_text(encoding="utf-8")
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("ExecStart="):
+            line = f"ExecStart={shlex.quote(python)} -m gitrag daemon"
+        lines.append(line)
+        if line.startswith("Environment=PYTHONUNBUFFERED") and env.get("GITRAG_HOME"):
+            lines.append(f"Environment={shlex.quote('GITRAG_HOME=' + env['GITRAG_HOME'])}")
+    return "\n".join(lines) + f"\n{MARK}\n"
+
+
+def _systemctl(*args: str) -> None:
+    proc = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemdError(f"`systemctl --user {' '.join(args)}` failed: {proc.stderr.strip()}; "
+                           f"run `gitrag install --no-systemd` to start the daemon without systemd")
+
+
+def install(python: str = sys.executable) -> list[str]:
+    """Write, enable and start the unit; returns what changed. Raises SystemdError."""
+    path, text = unit_path(), render(python)
+    changes = []
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        changes.append(f"wrote {path}")
+        _systemctl("daemon-reload")
+    _systemctl("enable", "--now", UNIT)
+    return changes + [f"enabled and started {UNIT} (systemctl --user status {UNIT})"]
+
+
+def uninstall() -> list[str]:
+    """Stop, disable and remove the unit if gitrag wrote it; returns what changed."""
+    path = unit_path()
+    if not path.exists() or MARK not in path.read_text():
+        return []
+    if available():
+        subprocess.run(["systemctl", "--user", "disable", "--now", UNIT], capture_output=True, check=False)
+    path.unlink()
+    if available():
+        subprocess.run(["systemctl", "--user", "daemon-reload"], capture_output=True, check=False)
+    return [f"stopped, disabled and removed {path}"]

@@ -1,0 +1,147 @@
+"""One worker per repository: coalesced syncs, one at a time, on the worker's own thread.
+
+A repository is keyed by its common git dir; its main work tree and its linked worktrees
+share one State and store (one :class:`Workspace`, kept open: warm embedder and shards).
+Each work tree has its own HEAD and branch, so a sync runs on a view of the workspace
+whose ``repo`` is that work tree (``Indexer(view).sync()``).
+
+Events only mark a work tree dirty; :meth:`RepoWorker.kick` starts one drain task that
+syncs each dirty work tree once and loops until none is dirty, so fifty events that
+arrive during (or before) a sync cost one more sync, not fifty. Syncs, gc and the opening
+of the workspace run on a one-thread executor (one at a time, in order); reads (ask,
+status) run on asyncio's default pool beside them (State and store are thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from gitrag.errors import EmptyRepository, GitragError, NotARepository
+from gitrag.gitrepo import GitRepo
+from gitrag.workspace import Workspace
+
+log = structlog.get_logger("gitrag.daemon")
+T = TypeVar("T")
+
+
+class RepoWorker:
+    """Syncs one repository. ``opener(path)`` opens its Workspace (called once, lazily)."""
+
+    def __init__(self, common_dir: str, opener: Callable[[Path], Workspace]) -> None:
+        self.common_dir = common_dir
+        self._opener = opener
+        self._ws: Workspace | None = None
+        self._ws_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sync-{Path(common_dir).parent.name}")
+        self._task: asyncio.Task[None] | None = None
+        self.dirty: dict[str, float] = {}  # work tree path -> time of its first unsynced event
+        self.syncing: str | None = None  # the work tree being synced now
+        self.stopping = False
+        self.busy = 0  # syncs and reads in flight
+        self.last_used = time.monotonic()
+        self.stats: dict[str, Any] = {"syncs": 0, "last_sync": None, "last_error": None}
+
+    # -- the workspace ---------------------------------------------------------------
+    def workspace(self, worktree: str | Path) -> Workspace:
+        """A view of the repository's Workspace on ``worktree`` (its HEAD, its branch).
+
+        Opens the shared Workspace on first use. Raises NotARepository when the work tree
+        is gone, and what open_workspace raises."""
+        with self._ws_lock:
+            if self._ws is None:
+                self._ws = self._opener(Path(worktree))
+                self._ws.embedder  # noqa: B018  load it here, so every view shares it
+            return replace(self._ws, repo=GitRepo(worktree))
+
+    def close(self) -> None:
+        """Close the Workspace (frees shards and SQLite); the next use opens it again."""
+        with self._ws_lock:
+            if self._ws is not None:
+                self._ws.close()
+                self._ws = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._ws is not None
+
+    # -- running work ----------------------------------------------------------------
+    async def serial(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the worker's thread, after the syncs queued before it."""
+        return await self._tracked(asyncio.get_running_loop().run_in_executor(self._executor, fn, *args))
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
+        return await self._tracked(asyncio.to_thread(fn, *args))
+
+    async def _tracked(self, awaitable: Any) -> Any:
+        self.busy += 1
+        try:
+            return await awaitable
+        finally:
+            self.busy -= 1
+            self.last_used = time.monotonic()
+
+    # -- events -----------------------------------------------------------------------
+    def mark(self, worktree: str) -> None:
+        self.dirty.setdefault(worktree, time.time())
+
+    def queue(self) -> int:
+        """Work trees waiting for a sync, plus the one being synced."""
+        return len(self.dirty) + (1 if self.syncing else 0)
+
+    def kick(self) -> None:
+        """Start draining the dirty work trees unless a drain task already runs."""
+        if self.stopping or not self.dirty or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self.dirty and not self.stopping:
+            worktree = next(iter(self.dirty))
+            del self.dirty[worktree]
+            self.syncing = worktree
+            try:
+                await self.serial(self.sync_now, worktree)
+            finally:
+                self.syncing = None
+
+    def sync_now(self, worktree: str) -> dict[str, Any] | None:
+        """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
+        from gitrag.indexer import Indexer
+
+        try:
+            summary = Indexer(self.workspace(worktree)).sync()
+        except EmptyRepository:
+            return None
+        except NotARepository as exc:
+            log.info("work tree gone", worktree=worktree, error=str(exc))
+            return None
+        except GitragError as exc:
+            self.stats["last_error"] = str(exc)
+            log.warning("sync failed", worktree=worktree, error=str(exc))
+            return None
+        except Exception as exc:  # a bug: keep serving the other repositories
+            self.stats["last_error"] = repr(exc)
+            log.exception("sync crashed", worktree=worktree)
+            return None
+        self.stats.update(syncs=self.stats["syncs"] + 1, last_sync=time.time(), last_error=None)
+        return summary.to_json()
+
+    async def stop(self) -> list[str]:
+        """Let the running sync finish, start no other; returns the work trees still dirty."""
+        self.stopping = True
+        if self._task is not None:
+            await asyncio.shield(self._task)
+        left = list(self.dirty)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.close)
+        self._executor.shutdown(wait=True)
+        return left

@@ -1,0 +1,136 @@
+"""``gitrag notify HOOK [ARGS...]``: hand one git hook event to the daemon, or spool it.
+
+The hooks run it detached (``<installing python> -P -m gitrag.notify``; ``-P`` keeps the
+repository being committed, which is the cwd, from shadowing the gitrag package), so it
+never prints and always exits 0; a failure is appended to ``<state dir>/notify.log``.
+It imports only the standard library (tests/test_hooks.py checks it):
+
+    1. strip the GIT_* variables git exports to hooks (GIT_DIR, GIT_INDEX_FILE, ...)
+    2. with ``--after-rebase GITDIR``: wait until that rebase has ended (a fast-forward
+       rebase fires no post-rewrite, so the checkout that started it speaks at its end)
+    3. find the work tree and the common git dir (one ``git rev-parse``)
+    4. drop the event unless the repository is registered (``gitrag install``)
+    5. send ``{"op": "notify"}`` with a 1 s timeout; when no daemon answers, append the
+       event to the spool, which the daemon drains when it starts: no event is lost
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SEND_TIMEOUT = 1.0  # seconds: connect + reply
+REBASE_POLL = 0.2  # seconds between looks at the rebase state
+REBASE_WAIT = 12 * 3600.0  # seconds: an interactive rebase may stop for a long time
+
+
+def no_git_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default os.environ) without the GIT_* variables git exports to hooks.
+
+    Keeps the ones that describe the user's set-up rather than the hook's repository
+    (GIT_EXEC_PATH, GIT_SSH*, GIT_CONFIG_GLOBAL/NOSYSTEM, ...), as pre-commit does."""
+    keep = {"GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY",
+            "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_SYSTEM"}
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not k.startswith("GIT_") or k in keep}
+
+
+def rebasing(git_dir: Path) -> bool:
+    """Whether a rebase (not a plain ``git am``) is in progress in this work tree's git dir."""
+    return (git_dir / "rebase-merge").is_dir() or (git_dir / "rebase-apply" / "rebasing").exists()
+
+
+def wait_rebase_end(git_dir: Path, poll: float = REBASE_POLL, limit: float = REBASE_WAIT) -> None:
+    deadline = time.monotonic() + limit
+    while rebasing(git_dir) and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
+def locate(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
+    """``(work tree, common git dir)`` of the repository at ``cwd``; None outside one."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel", "--git-common-dir"],
+        cwd=cwd, env=env, capture_output=True, text=True, check=False,
+    )
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return None
+    return str(Path(lines[0]).resolve()), str((cwd / lines[1]).resolve())
+
+
+def event(hook: str, hook_args: list[str], worktree: str, common_dir: str) -> dict[str, Any]:
+    """The notify request's args: which repository and work tree, and what happened."""
+    return {"repo": worktree, "common_dir": common_dir, "hook": hook, "args": hook_args, "time": round(time.time(), 3)}
+
+
+def deliver(ev: dict[str, Any]) -> str:
+    """Send ``ev`` to the daemon, else spool it; returns ``"sent"`` or ``"spooled"``."""
+    from gitrag.daemon import client, spool
+
+    try:
+        client.request("notify", timeout=SEND_TIMEOUT, **ev)
+        return "sent"
+    except client.CommandError:
+        return "sent"  # the daemon heard it and declined: spooling would not change that
+    except (client.DaemonError, OSError):
+        spool.append(ev)  # a timeout may mean the daemon got it too: a duplicate is harmless
+        return "spooled"
+
+
+def run(argv: list[str]) -> str:
+    """The notifier's work; returns what happened (``sent``, ``spooled`` or why nothing)."""
+    parser = argparse.ArgumentParser(prog="gitrag notify", description="Hand a git hook event to the gitrag daemon.")
+    parser.add_argument("--after-rebase", metavar="GITDIR", help="first wait until the rebase in GITDIR has ended")
+    parser.add_argument("hook")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    opts = parser.parse_args(argv)
+    env = no_git_env()
+    os.environ.clear()
+    os.environ.update(env)
+    if opts.after_rebase:
+        wait_rebase_end(Path(opts.after_rebase))
+    found = locate(env, Path.cwd())
+    if found is None:
+        return "not a repository"
+    from gitrag.daemon import registry
+
+    if not registry.is_registered(found[1]):
+        return "not registered"
+    return deliver(event(opts.hook, opts.args, *found))
+
+
+def _log_failure() -> None:
+    try:
+        from gitrag import config
+
+        folder = config.state_dir()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with (folder / "notify.log").open("a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(sys.argv)}\n{traceback.format_exc()}\n")
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``gitrag notify`` and ``python -m gitrag.notify``; always returns 0."""
+    try:
+        os.setsid()  # out of the terminal's process group: Ctrl-C on the next command spares us
+    except OSError:
+        pass
+    try:
+        run(sys.argv[1:] if argv is None else argv)
+    except SystemExit:  # argparse: bad usage from a hand-written call
+        pass
+    except Exception:
+        _log_failure()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
