@@ -169,6 +169,21 @@ def doctor(repo: str, as_json: bool) -> None:
     _exit(lambda: run(repo, as_json))
 
 
+@cli.command()
+@REPO
+def mcp(repo: str) -> None:
+    """Serve the index to coding agents over MCP (stdio): search_code, get_symbol,
+    get_symbol_dependencies, get_file_outline, index_status.
+
+    \b
+    Register it with an MCP client (see docs/mcp.md), for example:
+      {"mcpServers": {"gitrag": {"command": "gitrag", "args": ["mcp", "--repo", "/path/to/repo"]}}}
+    """
+    from gitrag.mcp_server import serve
+
+    _exit(lambda: serve(repo))
+
+
 def _exit(fn: Callable[[], int]) -> None:
     """Run a command and exit with its code; the one place errors become exit codes."""
     try:

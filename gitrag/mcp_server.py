@@ -1,0 +1,263 @@
+"""``gitrag mcp``: the index of one repository as MCP tools for coding agents (stdio).
+
+    agent --stdio JSON-RPC--> MCPServer (official ``mcp`` SDK) --> :class:`Tools` --> Workspace
+
+The workspace (state, store, embedder) is opened once for ``--repo`` and kept warm; the
+embedder and the symbol graph are loaded in the background at start. Tools run on SDK
+worker threads, one at a time (a lock around the workspace).
+
+Every result carries the index's freshness: ``branch``, ``commit`` (the indexed commit
+answered from), ``head``, ``up_to_date``, ``worktree_changes``. Source text comes from git
+blobs of the indexed commit, never from the work tree or outside the repository; paths
+given by the agent must be repository-relative (absolute paths and ``..`` are refused).
+Failures come back as tool errors (``is_error``) carrying gitrag's one-line message;
+the server itself never stops on a tool failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field
+
+from gitrag import __version__
+from gitrag.chunking import CHUNKER_VERSION
+from gitrag.errors import EXIT_OK, GitragError
+from gitrag.retrieval import Freshness, freshness, search
+from gitrag.store import SearchFilter
+from gitrag.symbols import RELATIONS, Definition, NotFound, dependencies, file_outline, find_definitions, symbol_index
+from gitrag.workspace import Workspace, open_workspace
+
+try:  # mcp >= 2
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # pragma: no cover - mcp 1.x
+    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+
+log = logging.getLogger("gitrag.mcp")
+T = TypeVar("T")
+
+MAX_SNIPPET_LINES = 200  # a definition's snippet is cut after this many lines
+MAX_DEFINITIONS = 10  # get_symbol returns at most this many matches
+MAX_LINKS = 50  # per relation in get_symbol_dependencies
+
+INSTRUCTIONS = """gitrag indexes this git repository's committed code (per branch) for \
+semantic + keyword search and keeps a symbol graph. Use search_code to find code by what \
+it does or by identifiers, get_symbol to jump to a definition by name, \
+get_symbol_dependencies for callers/callees/imports/bases/subclasses, get_file_outline \
+for a file's definitions, index_status to see whether the index is current. Lines are \
+1-based and inclusive. Results come from the indexed commit: when up_to_date is false or \
+worktree_changes > 0, recent edits are not in them."""
+
+
+class ToolInputError(GitragError):
+    """A tool argument gitrag refuses (an absolute path, ``..``)."""
+
+
+def clean_path(path: str, *, prefix: bool = False) -> str:
+    """A repository-relative ``/`` path without ``./`` or doubled slashes.
+
+    Raises ToolInputError for absolute paths, ``..`` segments, NUL bytes, and (unless
+    ``prefix``) an empty path. With ``prefix`` a trailing ``/`` is kept."""
+    raw = path.strip()
+    if "\0" in raw:
+        raise ToolInputError("paths may not contain NUL bytes")
+    if raw.startswith(("/", "\\", "~")) or (len(raw) > 1 and raw[1] == ":"):
+        raise ToolInputError(f"{path!r} is absolute; give a path relative to the repository root, like 'src/app.py'")
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ToolInputError(f"{path!r} leaves the repository ('..'); give a path relative to the repository root")
+    if not parts and not prefix:
+        raise ToolInputError("an empty path; give a path relative to the repository root, like 'src/app.py'")
+    out = "/".join(parts)
+    return out + "/" if prefix and out and raw.endswith("/") else out
+
+
+def fresh_fields(f: Freshness) -> dict[str, Any]:
+    """The freshness fields every tool result carries."""
+    return {"branch": f.branch, "commit": f.commit, "head": f.head, "up_to_date": f.up_to_date,
+            "worktree_changes": f.worktree_changes}
+
+
+class Tools:
+    """The tool implementations over one open workspace. Each public method returns a
+    JSON-able dict or raises GitragError (one-line message)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.lock = threading.Lock()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` under the workspace lock, errors turned into tool errors."""
+        with self.lock:
+            try:
+                return fn(*args)
+            except GitragError as exc:
+                raise ToolError(str(exc)) from None
+            except Exception as exc:  # a bug: report it, keep serving
+                log.exception("tool failed")
+                raise ToolError(f"internal error in gitrag: {exc!r}; please report it") from None
+
+    def warm_up(self) -> None:
+        """Load the embedder and the symbol graph now, so the first call is fast."""
+        with self.lock:
+            try:
+                self.ws.embedder.fingerprint
+                symbol_index(self.ws)
+            except Exception as exc:  # not indexed yet, model missing: the tools will say so
+                log.info("warm-up skipped: %s", exc)
+
+    # -- tools -------------------------------------------------------------------------
+    def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str) -> dict[str, Any]:
+        prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
+        scope = SearchFilter(prefix, language.strip().lower()) if (prefix or language.strip()) else None
+        results = search(self.ws, query, k=k, mode=mode, scope=scope)
+        keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
+        return {"query": query, "mode": mode, **fresh_fields(freshness(self.ws)),
+                "results": [{key: getattr(r, key) for key in keep} for r in results]}
+
+    def get_symbol(self, name: str) -> dict[str, Any]:
+        found = self._definitions(name)
+        return {"query": name, **fresh_fields(freshness(self.ws)), "total": len(found),
+                "definitions": [self._with_snippet(d) for d in found[:MAX_DEFINITIONS]]}
+
+    def get_symbol_dependencies(self, symbol: str, hops: int) -> dict[str, Any]:
+        found = self._definitions(symbol)
+        deps = dependencies(self.ws, symbol, hops=hops)
+        out: dict[str, Any] = {"query": symbol, "hops": hops, **fresh_fields(freshness(self.ws)),
+                               "definitions": [d.to_json() for d in found[:MAX_DEFINITIONS]]}
+        for rel in RELATIONS:
+            out[rel] = [link.to_json() for link in deps[rel][:MAX_LINKS]]
+            if len(deps[rel]) > MAX_LINKS:
+                out[f"{rel}_omitted"] = len(deps[rel]) - MAX_LINKS
+        return out
+
+    def get_file_outline(self, path: str) -> dict[str, Any]:
+        clean = clean_path(path)
+        outline = file_outline(self.ws, clean)
+        return {"path": clean, **fresh_fields(freshness(self.ws)), "definitions": [d.to_json() for d in outline]}
+
+    def index_status(self) -> dict[str, Any]:
+        ws = self.ws
+        f = freshness(ws)
+        branch = ws.state.branch(f.branch)
+        files = ws.state.files(f.branch) if branch else {}
+        indexed = sum(1 for row in files.values() if row.skip_reason is None)
+        out = {"repo": str(ws.repo.root), **fresh_fields(f), "indexed": branch is not None and f.commit is not None,
+               "files_indexed": indexed, "files_skipped": len(files) - indexed,
+               "chunks": ws.state.point_count(f.branch) if branch else 0, "embedder": ws.settings.embedder,
+               "store": ws.settings.store_kind, "chunker_version": CHUNKER_VERSION}
+        if not out["indexed"]:
+            out["hint"] = "this branch is not indexed; run `gitrag index` in the repository"
+        elif not f.up_to_date:
+            out["hint"] = "HEAD moved since the last index; run `gitrag index` (or install the hooks: `gitrag install`)"
+        return out
+
+    # -- helpers -------------------------------------------------------------------------
+    def _definitions(self, name: str) -> list[Definition]:
+        found = find_definitions(self.ws, name)
+        if not found:
+            raise NotFound(f"no definition named {name!r} in the index of branch {self.ws.repo.branch()!r}; "
+                           f"search_code finds code by description or identifier")
+        return found
+
+    def _with_snippet(self, d: Definition) -> dict[str, Any]:
+        """``d`` as JSON with its source lines read from the indexed blob."""
+        out = d.to_json()
+        row = self.ws.state.files(self.ws.repo.branch()).get(d.path)
+        text = self.ws.repo.read_blob(row.blob).decode("utf-8", "replace") if row else ""
+        lines = text.splitlines()[d.start_line - 1 : d.end_line]
+        out["snippet"] = "\n".join(lines[:MAX_SNIPPET_LINES])
+        out["snippet_truncated"] = len(lines) > MAX_SNIPPET_LINES
+        return out
+
+
+# -- the server --------------------------------------------------------------------------------
+
+_READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
+_FRESH = ("Every result also has branch, commit (indexed commit), head, up_to_date and worktree_changes.")
+
+
+def build_server(tools: Tools) -> MCPServer:
+    """An MCPServer exposing ``tools`` as search_code, get_symbol, get_symbol_dependencies,
+    get_file_outline and index_status."""
+    server = MCPServer("gitrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    @server.tool(name="search_code", annotations=_annotations("Search code"), description=(
+        "Search the repository's indexed code by meaning and by identifiers (hybrid: embeddings + BM25, "
+        "fused by RRF). Returns up to k results, best first: {path, start_line, end_line (1-based, inclusive), "
+        "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}. " + _FRESH))
+    def search_code(
+        query: Annotated[str, Field(description="What to find: a question, a description of behaviour, or identifiers.", min_length=1)],
+        k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
+        mode: Annotated[Literal["hybrid", "dense", "sparse"], Field(
+            description="hybrid (default) fuses dense and sparse; dense = embeddings only; sparse = BM25 terms only "
+                        "(best for exact identifiers).")] = "hybrid",
+        path_prefix: Annotated[str, Field(description="Only paths starting with this repository-relative prefix, e.g. 'src/net/'.")] = "",
+        language: Annotated[str, Field(description="Only this language, e.g. 'python', 'go', 'rust', 'markdown'.")] = "",
+    ) -> dict[str, Any]:
+        return tools.run(tools.search_code, query, k, mode, path_prefix, language)
+
+    @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
+        "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "
+        "definitions whose qualified name ends with it ('greet'). Returns {definitions: [{path, start_line, "
+        f"end_line, name, kind, parent, language, snippet}}], total}} (at most {MAX_DEFINITIONS}). " + _FRESH))
+    def get_symbol(
+        name: Annotated[str, Field(description="A function, method, class or type name, bare or qualified.", min_length=1)],
+    ) -> dict[str, Any]:
+        return tools.run(tools.get_symbol, name)
+
+    @server.tool(name="get_symbol_dependencies", annotations=_annotations("Get symbol dependencies"), description=(
+        "The symbol's neighbourhood in the code graph: callees (what it calls), callers (who calls it), "
+        "imports (imports it uses), bases and subclasses, each followed up to `hops` steps. Each item: "
+        "{name (as written, or the caller's name), path, line (where the reference is), hop, definition "
+        "({path, start_line, end_line, name, kind, parent, language}) or null when it is outside the repository}. "
+        "Resolution is by name, so common method names may give extra edges. " + _FRESH))
+    def get_symbol_dependencies(
+        symbol: Annotated[str, Field(description="A name as for get_symbol, e.g. 'Greeter.greet'.", min_length=1)],
+        hops: Annotated[int, Field(description="How many edges to follow (1 = direct neighbours).", ge=1, le=3)] = 1,
+    ) -> dict[str, Any]:
+        return tools.run(tools.get_symbol_dependencies, symbol, hops)
+
+    @server.tool(name="get_file_outline", annotations=_annotations("Get file outline"), description=(
+        "The definitions of one file in source order: {path, definitions: [{path, start_line, end_line, name, "
+        "kind, parent, language}]}; nesting is given by parent. " + _FRESH))
+    def get_file_outline(
+        path: Annotated[str, Field(description="Repository-relative path with '/' separators, e.g. 'src/app/core.py'.", min_length=1)],
+    ) -> dict[str, Any]:
+        return tools.run(tools.get_file_outline, path)
+
+    @server.tool(name="index_status", annotations=_annotations("Index status"), description=(
+        "Whether the index of the checked-out branch is current: {repo, branch, commit (indexed), head, "
+        "up_to_date, worktree_changes, indexed, files_indexed, files_skipped, chunks, embedder, store, "
+        "chunker_version, hint (what to run when it is stale)}."))
+    def index_status() -> dict[str, Any]:
+        return tools.run(tools.index_status)
+
+    return server
+
+
+def _annotations(title: str) -> Any:
+    from mcp.types import ToolAnnotations
+
+    return ToolAnnotations(title=title, **_READ_ONLY)
+
+
+def serve(repo: str = ".") -> int:
+    """Serve the tools over stdio until the client closes the connection.
+
+    Raises NotARepository (and the other open_workspace errors) before serving."""
+    ws = open_workspace(repo)
+    tools = Tools(ws)
+    try:
+        server = build_server(tools)
+        threading.Thread(target=tools.warm_up, name="gitrag-warm-up", daemon=True).start()
+        server.run("stdio")
+    finally:
+        with tools.lock:
+            ws.close()
+    return EXIT_OK
