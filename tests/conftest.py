@@ -38,3 +38,13 @@ def quiet_logs() -> None:
     from gitrag import logs
 
     logs.configure("warning", json_lines=False)
+
+
+@pytest.fixture
+def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
+    """A real ``python -m gitrag daemon`` process for this test's GITRAG_HOME (stopped after)."""
+    from tests.daemonutil import start_daemon, stop_daemon
+
+    proc = start_daemon()
+    yield proc
+    stop_daemon(proc)

@@ -1,0 +1,182 @@
+"""``gitrag doctor``: check and explain, one line each, with the command that fixes it.
+
+Checks: git version; hooks installed, registered and not shadowed (core.hooksPath, a
+missing interpreter); daemon reachable (and events waiting in the spool); embedder usable
+(Ollama: server reachable and model pulled); store writable; index lag per branch.
+Exit code 1 when a check fails, else 0 (warnings do not fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gitrag import config, output
+from gitrag.config import Settings
+from gitrag.daemon import client, registry, spool
+from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
+from gitrag.gitrepo import GitRepo
+from gitrag.install import HOOKS, explain, find_target, is_ours
+
+MIN_GIT = (2, 26)  # git config --show-scope
+
+
+@dataclass
+class Check:
+    """``status``: ok | warn | fail; ``fix``: the command or edit that fixes it ("" if none)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def check_git() -> Check:
+    try:
+        text = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return Check("git", "fail", f"git does not run: {exc}", "install git 2.26 or newer")
+    found = tuple(int(n) for n in re.findall(r"\d+", text)[:2])
+    if found < MIN_GIT:
+        return Check("git", "fail", f"{text}: older than 2.26", "install git 2.26 or newer")
+    return Check("git", "ok", text)
+
+
+def check_hooks(repo: GitRepo) -> Check:
+    target = find_target(repo)
+    if not registry.is_registered(repo.common_dir):
+        return Check("hooks", "fail", f"{repo.common_dir} is not registered: the daemon ignores its events",
+                     f"gitrag install --repo {repo.root}")
+    missing = [n for n in HOOKS if not (is_ours(target.folder / n) and os.access(target.folder / n, os.X_OK))]
+    if missing:
+        shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})" if target.hooks_path else ""
+        return Check("hooks", "fail", f"{', '.join(missing)} not installed in {target.folder}{shadow}",
+                     f"gitrag install --repo {repo.root}")
+    python = _hook_python(target.folder / HOOKS[0])
+    if python and not os.access(python, os.X_OK):
+        return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")
+    lines = explain(target)
+    if lines:
+        return Check("hooks", "fail", f"core.hooksPath={target.hooks_path}: the project's hooks do not call gitrag's",
+                     "add: " + "; ".join(lines))
+    return Check("hooks", "ok", f"{len(HOOKS)} hooks in {target.folder}, run by {python}")
+
+
+def _hook_python(path: Path) -> str | None:
+    match = re.search(r"^GITRAG_PYTHON=(.*)$", path.read_text(errors="replace"), re.M)
+    return match.group(1).strip("'\"") if match else None
+
+
+def check_daemon() -> Check:
+    t0 = time.perf_counter()
+    info = client.probe()
+    waiting = spool.pending()
+    queued = f"; {waiting} event(s) wait in {spool.spool_path()}" if waiting else ""
+    if not info["running"]:
+        return Check("daemon", "fail", f"not reachable at {info['socket']}{queued}",
+                     "gitrag install (or `systemctl --user start gitrag`, or `gitrag daemon`)")
+    ms = (time.perf_counter() - t0) * 1000
+    return Check("daemon", "ok", f"pid {info['pid']} at {info['socket']}, answered in {ms:.0f} ms{queued}")
+
+
+def _ollama_models(host: str) -> list[str]:
+    with urllib.request.urlopen(host.rstrip("/") + "/api/tags", timeout=3) as resp:  # noqa: S310  a configured URL
+        return [m.get("name", "") for m in json.load(resp).get("models", [])]
+
+
+def check_embedder(settings: Settings) -> Check:
+    if settings.embedder == "ollama":
+        host, model = settings.ollama_host, settings.ollama_model
+        try:
+            names = _ollama_models(host)
+        except (OSError, ValueError) as exc:
+            return Check("embedder", "fail", f"Ollama not reachable at {host}: {exc}", "ollama serve")
+        wanted = {model, model if ":" in model else f"{model}:latest"}
+        if not wanted & set(names):
+            return Check("embedder", "fail", f"Ollama at {host} has no model {model}", f"ollama pull {model}")
+        return Check("embedder", "ok", f"Ollama at {host}, model {model} pulled")
+    from gitrag.embedders import create
+
+    t0 = time.perf_counter()
+    try:
+        embedder = create(settings)
+        embedder.embed_query("gitrag doctor")
+    except GitragError as exc:
+        return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")
+    ms = (time.perf_counter() - t0) * 1000
+    return Check("embedder", "ok", f"{settings.embedder}: dim {embedder.dim}, loaded and embedded a query in {ms:.0f} ms")
+
+
+def check_store(repo: GitRepo, settings: Settings) -> Check:
+    data_dir = config.repo_data_dir(repo.common_dir)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check("store", "fail", f"{data_dir} is not writable: {exc}", f"fix the permissions of {data_dir}")
+    if settings.store_kind == "server":
+        from gitrag.store import open_store
+
+        try:
+            open_store(settings, data_dir).list_collections()
+        except GitragError as exc:
+            return Check("store", "fail", f"Qdrant at {settings.qdrant_url}: {exc}", "check GITRAG_QDRANT_URL")
+    free_gb = os.statvfs(data_dir).f_bavail * os.statvfs(data_dir).f_frsize / 1e9
+    status = "warn" if free_gb < 1 else "ok"
+    return Check("store", status, f"{settings.store_kind}, {data_dir} writable, {free_gb:.1f} GB free")
+
+
+def check_lag(repo: GitRepo) -> list[Check]:
+    from gitrag.state import State
+
+    state = State(config.repo_data_dir(repo.common_dir))
+    try:
+        branches = state.branches()
+    finally:
+        state.close()
+    if not branches:
+        return [Check("lag", "warn", "nothing indexed yet", f"gitrag index --repo {repo.root}")]
+    checks = []
+    for b in branches:
+        ref = repo.repo.lookup_branch(b.name) if b.name in repo.branches() else None
+        head = str(ref.target) if ref is not None else (repo.head() if b.name == repo.branch() else None)
+        if head is None:
+            checks.append(Check(f"lag {b.name}", "ok", "branch gone: its index is dropped after the TTL"))
+        elif head == b.indexed_commit:
+            checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
+        else:
+            behind = repo.repo.ahead_behind(head, b.indexed_commit)[0] if repo.has_commit(b.indexed_commit) else "?"
+            checks.append(Check(f"lag {b.name}", "warn", f"{behind} commit(s) behind: indexed "
+                                f"{str(b.indexed_commit)[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
+    return checks
+
+
+def doctor(repo: str, as_json: bool) -> int:
+    """Run every check; print one line each (or ``{"ok", "checks": [...]}``)."""
+    r = GitRepo(repo)
+    settings = config.load_settings(r.workdir)
+    checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings)]
+    checks += check_lag(r)
+    ok = all(c.status != "fail" for c in checks)
+    if as_json:
+        output.emit_json({"ok": ok, "checks": [asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            _print(c)
+    return EXIT_OK if ok else EXIT_ERROR
+
+
+def _print(c: Check) -> None:
+    mark: dict[str, Any] = {"ok": "[green]ok  [/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+    fix = f"  -> {c.fix}" if c.fix and c.status != "ok" else ""
+    output.out.print(f"{mark[c.status]} {c.name:<12} ", end="")
+    output.out.print(f"{c.detail}{fix}", markup=False)

@@ -1,0 +1,231 @@
+"""The daemon end to end: real repositories, real hooks firing, a real daemon process.
+
+Every wait polls with a deadline (tests.daemonutil.wait_for); nothing sleeps to assert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag.daemon import client, protocol, registry, spool
+from gitrag.daemon.server import SocketInUse, clear_stale, dispatch, peer_uid, serve
+from gitrag.errors import NotIndexed
+from tests.daemonutil import gitrag, gitrag_json, indexed_at, start_daemon, stop_daemon, wait_for
+from tests.gitutil import Repo
+
+
+def _status_up_to_date(path: Path, branch: str, head: str) -> None:
+    """`gitrag status --json` (the CLI, through the daemon) says ``branch`` is current and indexed at ``head``."""
+    data = gitrag_json("status", "--repo", str(path))
+    assert data["daemon"]["running"]
+    (entry,) = data["repos"]
+    assert Path(entry["path"]) == path.resolve() and entry["branch"] == branch
+    (b,) = [b for b in entry["branches"] if b["current"]]
+    assert (b["name"], b["indexed_commit"], b["up_to_date"]) == (branch, head, True)
+
+
+def _settle(path: Path, branch: str, head: str) -> dict[str, Any]:
+    data = wait_for(lambda: indexed_at(path, head), f"{path.name}:{branch} indexed at {head[:8]}")
+    _status_up_to_date(path, branch, head)
+    return data
+
+
+def test_git_operations_keep_the_index_current(repo: Repo, daemon: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    repo.write("util.py", "def helper():\n    return 1\n")
+    repo.commit("first")
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+
+    # commit a new function: within seconds `gitrag ask` finds it
+    repo.write("billing.py", "def compute_invoice_total(items):\n    return sum(i.price for i in items)\n")
+    t0 = time.monotonic()
+    head = repo.commit("billing")
+    _settle(repo.path, "main", head)
+    answer = gitrag_json("ask", "compute_invoice_total", "--repo", str(repo.path), "-k", "3", "--no-answer")
+    assert time.monotonic() - t0 < 15
+    assert answer["up_to_date"] and answer["results"][0]["symbol"] == "compute_invoice_total"
+
+    # check out another branch (never indexed): indexed for that branch
+    repo.git("branch", "feature")
+    repo.git("checkout", "-q", "feature")
+    repo.write("feature.py", "def feature_flag():\n    return True\n")
+    feature_head = repo.commit("feature")
+    _settle(repo.path, "feature", feature_head)
+
+    # merge feature into main
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "feature", "-m", "merge feature")
+    _settle(repo.path, "main", repo.head())
+
+    # a pull that fast-forwards
+    upstream = Repo.__new__(Repo)
+    upstream.path = tmp_path / "upstream"
+    subprocess.run(["git", "clone", "-q", str(repo.path), str(upstream.path)], check=True)
+    upstream.write("remote.py", "def from_upstream():\n    return 2\n")
+    upstream_head = upstream.commit("upstream work")
+    repo.git("pull", "-q", "--ff-only", str(upstream.path), "main")
+    assert repo.head() == upstream_head
+    _settle(repo.path, "main", upstream_head)
+
+    # a 20-commit rebase is coalesced: one or two syncs, not twenty
+    repo.git("checkout", "-q", "feature")
+    for i in range(20):
+        repo.write(f"topic_{i}.py", f"def topic_{i}():\n    return {i}\n")
+        repo.commit(f"topic {i}")
+    before = _settle(repo.path, "feature", repo.head())["repos"][0]["syncs"]
+    repo.git("rebase", "-q", "main")
+    after = _settle(repo.path, "feature", repo.head())["repos"][0]["syncs"]
+    assert 1 <= after - before <= 2
+
+    # amend
+    repo.write("feature.py", "def feature_flag():\n    return False\n")
+    repo.git("add", "feature.py")
+    repo.git("commit", "-q", "--amend", "-m", "feature, amended")
+    _settle(repo.path, "feature", repo.head())
+
+    # a linked worktree with a commit there: indexed as its own branch and work tree
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", str(wt), "-b", "hotfix", "main")
+    (wt / "hotfix.py").write_text("def urgent_patch():\n    return 'fixed'\n")
+    subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
+    repo_env = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@e.invalid",
+                "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@e.invalid"}
+    subprocess.run(["git", "commit", "-q", "-m", "hotfix"], cwd=wt, check=True, env=repo_env)
+    wt_head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, capture_output=True, text=True).stdout.strip()
+    _settle(wt, "hotfix", wt_head)
+    hit = gitrag_json("ask", "urgent_patch", "--repo", str(wt), "-k", "1", "--no-answer")
+    assert hit["branch"] == "hotfix" and hit["results"][0]["symbol"] == "urgent_patch"
+    _status_up_to_date(repo.path, "feature", repo.head())  # the main work tree is untouched
+
+
+def test_commits_while_the_daemon_is_down_are_indexed_when_it_starts(repo: Repo) -> None:
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    proc = start_daemon()
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    assert stop_daemon(proc) == 0
+    repo.write("b.py", "def written_while_down():\n    return 2\n")
+    head = repo.commit("while the daemon is down")  # the commit succeeds
+    wait_for(lambda: spool.pending(), "the event in the spool")
+    proc = start_daemon()
+    try:
+        wait_for(lambda: indexed_at(repo.path, head), "the spooled commit to be indexed")
+        assert spool.pending() == 0
+    finally:
+        stop_daemon(proc)
+
+
+def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    registry.add(repo.path / ".git")
+    gitrag("index", "--repo", str(repo.path))  # nothing for the start-up reconcile to do
+    proc = start_daemon("--debounce", "60")
+    reply = client.request("notify", repo=str(repo.path), hook="post-commit", args=[])
+    assert reply["accepted"]
+    assert stop_daemon(proc) == 0
+    assert not protocol.socket_path().exists()
+    (event,) = spool.drain()
+    assert Path(event["repo"]) == repo.path.resolve()
+
+
+def test_one_daemon_wins_and_a_stale_socket_is_replaced() -> None:
+    path = protocol.socket_path()
+    protocol.private_dir(path.parent)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nobody listens: a crashed daemon's socket
+    cmd = [sys.executable, "-m", "gitrag", "daemon"]
+    procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    try:
+        loser = wait_for(lambda: next((p for p in procs if p.poll() is not None), None), "one daemon to give up")
+        winner = next(p for p in procs if p is not loser)
+        assert loser.returncode == 1 and b"already runs" in loser.stderr.read()
+        assert wait_for(lambda: client.probe()["running"], "the winner to answer")
+        assert client.probe()["pid"] == winner.pid
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+        with pytest.raises(SocketInUse):
+            clear_stale(path)  # a live socket is never taken over
+    finally:
+        for p in procs:
+            stop_daemon(p)  # type: ignore[arg-type]
+
+
+def test_errors_cross_the_socket_as_data(repo: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    with pytest.raises(client.CommandError) as info:
+        client.request("ask", repo=str(repo.path), question="anything")
+    assert info.value.kind == "NotIndexed" and info.value.exit_code == 1
+    proc = gitrag("ask", "anything", "--repo", str(repo.path), check=False)
+    assert proc.returncode == 1 and "not indexed" in proc.stderr
+    with pytest.raises(client.CommandError, match="unknown op"):
+        client.request("bogus")
+    with pytest.raises(client.CommandError, match="bad arguments"):
+        client.request("ask", nonsense=1)
+    assert client.request("ping")["pid"] == daemon.pid  # still serving
+
+
+class _Handler:
+    async def cmd_echo(self, **args: Any) -> Any:
+        return args
+
+    async def cmd_fail(self) -> None:
+        raise NotIndexed("branch 'x' is not indexed yet")
+
+    async def cmd_crash(self) -> None:
+        raise RuntimeError("boom")
+
+
+def test_dispatch_codec() -> None:
+    run = lambda line: asyncio.run(dispatch(_Handler(), line))  # noqa: E731
+    assert run(protocol.encode(protocol.request("echo", {"a": 1}))) == protocol.success({"a": 1})
+    fail = run(protocol.encode(protocol.request("fail", {})))
+    assert (fail["ok"], fail["kind"], fail["exit_code"]) == (False, "NotIndexed", 1)
+    crash = run(protocol.encode(protocol.request("crash", {})))
+    assert crash["kind"] == "InternalError" and "boom" in crash["traceback"]
+    assert run(b'{"v": 2, "op": "echo"}\n')["kind"] == "ProtocolError"
+    assert run(b"not json\n")["kind"] == "ProtocolError"
+    assert run(protocol.encode(protocol.request("nope", {})))["kind"] == "UnknownOp"
+
+
+def test_socket_server_limits_and_peer(tmp_path: Path) -> None:
+    path = tmp_path / "run" / "s.sock"
+
+    async def main() -> None:
+        server = await serve(_Handler(), path)
+        try:
+            assert await asyncio.to_thread(client.request, "echo", 5.0, path, x=[1, 2]) == {"x": [1, 2]}
+
+            def oversized() -> bytes:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(str(path))
+                    s.sendall(b"x" * (protocol.MAX_MESSAGE + 10) + b"\n")
+                    return s.recv(4096)
+
+            assert b"exceeds" in await asyncio.to_thread(oversized)
+        finally:
+            server.close()
+
+    asyncio.run(main())
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        assert peer_uid(a) == os.getuid()
+
+
+def test_socket_path_stays_under_the_unix_limit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GITRAG_HOME", str(tmp_path / ("deep" * 30)))
+    path = protocol.socket_path()
+    assert len(os.fsencode(path)) <= protocol.MAX_SOCKET_PATH
+    assert path.parent == Path(f"/tmp/gitrag-{os.getuid()}")

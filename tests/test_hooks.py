@@ -1,0 +1,182 @@
+"""The hook scripts and the notifier, in real repositories, with no daemon.
+
+The hook tests install the real scripts with a stub interpreter that records how it was
+called (arguments, cwd, its stdin/stdout/stderr), so they check exactly what the shell
+part does: which events are sent, with which arguments, detached, and quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gitrag import install
+from gitrag.daemon import registry, spool
+from gitrag.notify import no_git_env, rebasing, wait_rebase_end
+from tests.daemonutil import gitrag, wait_for
+from tests.gitutil import Repo
+
+HOOK_DIR = Path(__file__).resolve().parents[1] / "hooks"
+FORBIDDEN = ("tree_sitter", "qdrant_edge", "qdrant_client", "torch", "numpy", "click", "rich", "structlog", "pygit2")
+
+
+def _stub(tmp_path: Path, sleep: float = 0.0) -> tuple[Path, Path]:
+    """A fake interpreter that appends one JSON line per call to a log file."""
+    log = tmp_path / "calls.jsonl"
+    stub = tmp_path / "fake-python"
+    stub.write_text(
+        "#!/bin/sh\n"
+        f"sleep {sleep}\n"
+        'fds="$(readlink /proc/$$/fd/0) $(readlink /proc/$$/fd/1) $(readlink /proc/$$/fd/2)"\n'
+        f'printf \'{{"argv": "%s", "cwd": "%s", "fds": "%s"}}\\n\' "$*" "$PWD" "$fds" >> {log}\n'
+    )
+    stub.chmod(0o755)
+    return stub, log
+
+
+def _calls(log: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.fixture
+def hooked(repo: Repo, tmp_path: Path) -> tuple[Repo, Path]:
+    """A repository with gitrag's hooks calling the stub interpreter; returns (repo, call log)."""
+    stub, log = _stub(tmp_path)
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    install.install_hooks(install.Target(repo.path / ".git" / "hooks"), python=str(stub))
+    return repo, log
+
+
+def test_scripts_are_posix_sh_with_lf_and_the_id_line() -> None:
+    for name in install.HOOKS:
+        data = (HOOK_DIR / name).read_bytes()
+        assert b"\r" not in data and data.startswith(b"#!/bin/sh\n")
+        assert install.ID_LINE.encode() in data
+        assert os.access(HOOK_DIR / name, os.X_OK)
+        assert subprocess.run(["sh", "-n", str(HOOK_DIR / name)]).returncode == 0
+        assert f'GITRAG_PYTHON={sys.executable}' in install.render(name, sys.executable)
+
+
+def test_commit_sends_one_detached_event_and_returns_at_once(repo: Repo, tmp_path: Path) -> None:
+    stub, log = _stub(tmp_path, sleep=3.0)  # a slow notifier must not slow the commit
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    install.install_hooks(install.Target(repo.path / ".git" / "hooks"), python=str(stub))
+    repo.write("b.py", "y = 2\n")
+    t0 = time.monotonic()
+    repo.commit("second")
+    assert time.monotonic() - t0 < 2.0
+    call = wait_for(lambda: _calls(log), "the notifier to run", deadline_s=10)[0]
+    assert call["argv"] == "-P -m gitrag.notify post-commit"
+    assert Path(call["cwd"]).resolve() == repo.path.resolve()
+    assert call["fds"] == "/dev/null /dev/null /dev/null"
+
+
+def test_checkout_events(hooked: tuple[Repo, Path]) -> None:
+    repo, log = hooked
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.write("a.py", "x = 2\n")
+    repo.git("checkout", "--", "a.py")  # a file checkout: flag 0, nothing sent
+    repo.git("worktree", "add", "-q", str(repo.path.parent / "wt"), "-b", "wt")  # old SHA all zeros
+    calls = wait_for(lambda: len(_calls(log)) >= 2 and _calls(log), "two checkout events")
+    time.sleep(0.3)  # not an assertion: a stray third event would have arrived by now
+    argv = [c["argv"].split() for c in _calls(log)]
+    assert [a[3] for a in argv] == ["post-checkout", "post-checkout"]
+    assert argv[0][6] == "1" and argv[1][4] == "0" * 40
+    assert Path(calls[1]["cwd"]).resolve() == (repo.path.parent / "wt").resolve()
+
+
+def test_rebase_sends_nothing_until_its_end(hooked: tuple[Repo, Path]) -> None:
+    repo, log = hooked
+    repo.git("checkout", "-q", "-b", "topic")
+    for i in range(20):
+        repo.write(f"t{i}.py", f"v = {i}\n")
+        repo.commit(f"topic {i}")
+    repo.git("checkout", "-q", "main")
+    repo.write("m.py", "m = 1\n")
+    repo.commit("main moves")
+    repo.git("checkout", "-q", "topic")
+    before = len(wait_for(lambda: len(_calls(log)) >= 24 and _calls(log), "setup events"))  # 3 checkouts, 21 commits
+    repo.git("rebase", "-q", "main")
+    wait_for(lambda: len(_calls(log)) >= before + 2 and _calls(log), "the rebase's events")
+    time.sleep(0.5)  # not an assertion: lets a stray per-pick event arrive, which would fail below
+    during = [c["argv"] for c in _calls(log)[before:]]
+    assert sorted(a.split()[3] if "--after-rebase" not in a else "after" for a in during) == ["after", "post-rewrite"]
+    assert any(a.endswith("post-rewrite rebase") for a in during)
+
+
+def test_amend_sends_post_commit_and_post_rewrite(hooked: tuple[Repo, Path]) -> None:
+    repo, log = hooked
+    repo.git("commit", "-q", "--amend", "-m", "amended")
+    calls = wait_for(lambda: len(_calls(log)) >= 2 and _calls(log), "amend events")
+    assert sorted(c["argv"].split()[3] for c in calls) == ["post-commit", "post-rewrite"]
+
+
+def test_legacy_hook_runs_first_with_its_exit_status(repo: Repo, tmp_path: Path) -> None:
+    stub, log = _stub(tmp_path)
+    hooks = repo.path / ".git" / "hooks"
+    marker = tmp_path / "legacy-ran"
+    (hooks / "post-rewrite").write_text(f"#!/bin/sh\ncat > {marker}\nexit 3\n")
+    (hooks / "post-rewrite").chmod(0o755)
+    install.install_hooks(install.Target(hooks), python=str(stub))
+    proc = subprocess.run([str(hooks / "post-rewrite"), "amend"], input="old new\n", text=True, cwd=repo.path,
+                          env=no_git_env())
+    assert proc.returncode == 3  # the legacy hook's status
+    assert marker.read_text() == "old new\n"  # it got the rewritten list on stdin
+    assert wait_for(lambda: _calls(log), "our notifier too")[0]["argv"].endswith("post-rewrite amend")
+
+
+def test_notify_loads_only_the_standard_library(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    registry.add(repo.path / ".git")
+    code = (
+        "import sys, json\n"
+        "before = set(sys.modules)\n"
+        "import gitrag.notify\n"
+        "outcome = gitrag.notify.run(['post-commit'])\n"
+        "print(json.dumps({'outcome': outcome, 'new': sorted(set(sys.modules) - before), 'all': sorted(sys.modules)}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-P", "-c", code], cwd=repo.path, capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert data["outcome"] == "spooled"  # no daemon: the full path ran, spool included
+    assert not [m for m in data["all"] if m.split(".")[0] in FORBIDDEN]
+    foreign = {m.split(".")[0] for m in data["new"]} - set(sys.stdlib_module_names) - {"gitrag"}
+    assert not foreign, f"the notifier imported non-stdlib modules: {sorted(foreign)}"
+
+
+def test_notify_spools_without_daemon_and_strips_git_env(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    registry.add(repo.path / ".git")
+    env = {**os.environ, "GIT_DIR": "/nonexistent", "GIT_INDEX_FILE": "/nonexistent/index"}
+    subprocess.run([sys.executable, "-m", "gitrag", "notify", "post-merge", "0"], cwd=repo.path, env=env, check=True)
+    (event,) = spool.drain()
+    assert event["hook"] == "post-merge" and event["args"] == ["0"]
+    assert Path(event["repo"]) == repo.path.resolve()
+    assert Path(event["common_dir"]) == (repo.path / ".git").resolve()
+    assert "GIT_DIR" not in no_git_env({"GIT_DIR": "x", "GIT_SSH_COMMAND": "ssh", "HOME": "/h"})
+
+
+def test_notify_ignores_unregistered_repositories(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    assert gitrag("notify", "post-commit", cwd=repo.path).returncode == 0
+    assert spool.pending() == 0
+
+
+def test_after_rebase_waits_for_the_rebase_to_end(tmp_path: Path) -> None:
+    (tmp_path / "rebase-merge").mkdir()
+    assert rebasing(tmp_path)
+    t0 = time.monotonic()
+    wait_rebase_end(tmp_path, poll=0.01, limit=0.2)  # gives up after the limit
+    assert time.monotonic() - t0 >= 0.2
+    (tmp_path / "rebase-merge").rmdir()
+    assert not rebasing(tmp_path)
