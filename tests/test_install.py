@@ -1,0 +1,181 @@
+"""`gitrag install` / `uninstall`: idempotent, reversible, never losing someone else's hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitrag import install
+from gitrag.daemon import client, registry
+from gitrag.daemon import systemd as unit
+from gitrag.gitrepo import GitRepo
+from tests.daemonutil import gitrag, gitrag_json, indexed_at, wait_for
+from tests.gitutil import Repo
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
+    """name -> (content, mode, mtime_ns) of every file in ``folder``."""
+    return {p.name: (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def _marker_hook(path: Path, marker: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho \"$(basename \"$0\") $*\" >> {marker}\n")
+    path.chmod(0o755)
+
+
+def _commit_seen(repo: Repo, marker: Path, name: str) -> str:
+    """Commit a new file; wait until the user's hook wrote its line; returns HEAD."""
+    before = marker.read_text().count("\n") if marker.exists() else 0
+    repo.write(f"{name}.py", f"def {name}():\n    return 1\n")
+    head = repo.commit(name)
+    wait_for(lambda: marker.exists() and marker.read_text().count("\n") > before, "the user's hook to run")
+    return head
+
+
+def test_install_keeps_an_existing_hook_is_idempotent_and_uninstall_restores(
+    repo: Repo, daemon: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    hooks, marker = repo.path / ".git" / "hooks", tmp_path / "marker"
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    _marker_hook(hooks / "post-commit", marker)
+    original = _snapshot(hooks)
+
+    out = gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    assert "post-commit.legacy" in out.stdout
+    installed = _snapshot(hooks)
+    assert installed["post-commit.legacy"][0] == original["post-commit"][0]
+    assert all(install.is_ours(hooks / n) for n in install.HOOKS)
+
+    again = gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    assert _snapshot(hooks) == installed  # byte for byte, mode and mtime
+    assert "already installed" in again.stdout
+
+    head = _commit_seen(repo, marker, "after_install")  # the user's hook still runs ...
+    wait_for(lambda: indexed_at(repo.path, head), "gitrag's hook to work too")  # ... and so does ours
+
+    gitrag("uninstall", "--repo", str(repo.path))
+    assert {k: v[:2] for k, v in _snapshot(hooks).items()} == {k: v[:2] for k, v in original.items()}
+    assert not registry.load()
+    _commit_seen(repo, marker, "after_uninstall")
+    wait_for(lambda: daemon.poll() is not None, "the daemon to stop: no repository left")
+
+
+def test_a_global_hooks_path_is_used_the_same_way(
+    repo: Repo, daemon: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    shared, marker = tmp_path / "global-hooks", tmp_path / "marker"
+    _marker_hook(shared / "post-commit", marker)
+    repo.git("config", "--global", "core.hooksPath", str(shared))
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    original = _snapshot(shared)
+
+    out = gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    assert "core.hooksPath (global config)" in out.stderr
+    assert all(install.is_ours(shared / n) for n in install.HOOKS)
+    assert not (repo.path / ".git" / "hooks" / "post-commit").exists()
+    head = _commit_seen(repo, marker, "global")
+    wait_for(lambda: indexed_at(repo.path, head), "the commit to be indexed through the shared folder")
+    assert gitrag_json("doctor", "--repo", str(repo.path))["checks"][1]["status"] == "ok"
+
+    gitrag("uninstall", "--repo", str(repo.path))
+    assert {k: v[:2] for k, v in _snapshot(shared).items()} == {k: v[:2] for k, v in original.items()}
+    _commit_seen(repo, marker, "after_uninstall")
+
+
+def test_a_project_hooks_path_is_explained_not_written(repo: Repo, tmp_path: Path) -> None:
+    project_hooks = repo.path / ".githooks"
+    _marker_hook(project_hooks / "post-commit", tmp_path / "marker")
+    repo.git("config", "core.hooksPath", ".githooks")
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    before = _snapshot(project_hooks)
+    target = install.find_target(GitRepo(repo.path))
+    assert target.folder == (repo.path / ".git" / install.PRIVATE_DIR).resolve()
+    assert target.explain == project_hooks.resolve()
+    install.install_hooks(target)
+    assert _snapshot(project_hooks) == before  # the project's folder is not touched
+    lines = install.explain(target)
+    assert len(lines) == 4 and lines[0].startswith(f"{project_hooks.resolve() / 'post-commit'}:")
+    with (project_hooks / "post-commit").open("a") as fh:
+        fh.write(install.call_line(target, "post-commit") + "\n")
+    assert len(install.explain(target)) == 3
+
+
+def test_husky_folder_is_recognised(repo: Repo) -> None:
+    (repo.path / ".husky" / "_").mkdir(parents=True)
+    repo.git("config", "core.hooksPath", ".husky/_")
+    target = install.find_target(GitRepo(repo.path))
+    assert target.explain == (repo.path / ".husky").resolve()
+
+
+def test_worktrees_and_submodules_use_the_common_git_dir(repo: Repo, tmp_path: Path) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    wt = tmp_path / "wt"
+    repo.git("worktree", "add", "-q", str(wt), "-b", "wt")
+    assert (wt / ".git").is_file()
+    assert install.find_target(GitRepo(wt)).folder == (repo.path / ".git" / "hooks").resolve()
+
+    sub = Repo(tmp_path / "sub")
+    sub.write("s.py", "y = 1\n")
+    sub.commit("sub")
+    repo.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub.path), "vendored")
+    assert (repo.path / "vendored" / ".git").is_file()
+    target = install.find_target(GitRepo(repo.path / "vendored"))
+    assert target.folder == (repo.path / ".git" / "modules" / "vendored" / "hooks").resolve()
+
+
+def test_refuses_to_overwrite_a_foreign_hook_and_its_legacy(repo: Repo, tmp_path: Path) -> None:
+    hooks = repo.path / ".git" / "hooks"
+    _marker_hook(hooks / "post-merge", tmp_path / "m")
+    _marker_hook(hooks / "post-merge.legacy", tmp_path / "m")
+    proc = gitrag("install", "--no-systemd", "--no-index", "--repo", str(repo.path), check=False)
+    assert proc.returncode == 1 and "post-merge.legacy exists too" in proc.stderr
+
+
+def test_install_starts_a_daemon_when_none_runs(repo: Repo) -> None:
+    repo.write("a.py", "def first():\n    return 1\n")
+    head = repo.commit("first")
+    proc = gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    try:
+        assert "started the gitrag daemon" in proc.stderr and "docs/daemon.md" in proc.stderr
+        assert f"indexed main @ {head[:12]}" in proc.stdout
+        assert client.probe()["running"]
+        report = gitrag_json("doctor", "--repo", str(repo.path))
+        assert report["ok"], report
+    finally:
+        gitrag("daemon", "--stop")
+    assert not client.probe()["running"]
+    report = json.loads(gitrag("doctor", "--json", "--repo", str(repo.path), check=False).stdout)
+    assert {c["name"]: c["status"] for c in report["checks"]}["daemon"] == "fail" and not report["ok"]
+
+
+def test_unit_renders_the_interpreter_and_home() -> None:
+    text = unit.render("/opt/py/bin/python", {"GITRAG_HOME": "/srv/g"})
+    assert "ExecStart=/opt/py/bin/python -m gitrag daemon\n" in text
+    assert "Environment=GITRAG_HOME=/srv/g\n" in text and text.rstrip().endswith(unit.MARK)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is missing: `apt-get install -y systemd` provides it")
+def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    template = Path(__file__).resolve().parents[1] / "systemd" / unit.UNIT
+    rendered = tmp_path / "user" / unit.UNIT
+    rendered.parent.mkdir()
+    rendered.write_text(unit.render(sys.executable))
+    for path in (template, rendered):
+        proc = subprocess.run(["systemd-analyze", "--user", "verify", str(path)], env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
