@@ -1,20 +1,31 @@
 """Chunker: file bytes -> chunks (symbol-aware with tree-sitter) and symbol facts.
 
-Entry point: :func:`analyze`. PLACEHOLDER: line windows only, until the tree-sitter
-chunker lands.
+Entry points: :func:`analyze` and :func:`language_for`. Pipeline: detect the language;
+parse with tree-sitter (bounded, see :mod:`.treesitter`); cut the tree into units
+(:mod:`.outline`); split/merge them to size (:mod:`.split`, :mod:`.windows`); build the
+embedding texts (:mod:`.text`); extract the symbol graph (:mod:`.graph`). Markdown, rst
+and INI/TOML split at headings (:mod:`.sections`); anything else goes to line windows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gitrag.chunking.assemble import tiles, to_chunks
+from gitrag.chunking.languages import SPECS, language_for
 from gitrag.chunking.model import Chunk, FileAnalysis, SymbolDef, SymbolRef
+from gitrag.chunking.split import Sizer, Unit, layout, merge
 
-__all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "CHUNKER_VERSION"]
+__all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "language_for",
+           "CHUNKER_VERSION"]
 
 # Bump whenever chunk boundaries, names or embedding text change: cached analyses of
 # blobs are keyed by it.
-CHUNKER_VERSION = "0"
+CHUNKER_VERSION = "1"
+
+CountTokens = Callable[[str], int]
+_ERROR_SHARE = 0.5  # error regions above this share of the file are reported
+_LAST_RESORT_BYTES = 256
 
 
 def analyze(
@@ -22,19 +33,105 @@ def analyze(
     data: bytes,
     *,
     max_tokens: int = 256,
-    count_tokens: Callable[[str], int] | None = None,
+    count_tokens: CountTokens | None = None,
 ) -> FileAnalysis:
-    """Chunk one file. ``data`` is the raw blob; never raises on bad input."""
-    text = data.decode("utf-8", "replace")
-    lines = data.splitlines(keepends=True)
+    """Chunk one file and extract its symbol graph. Never raises.
+
+    ``data`` is the raw blob; chunks tile it byte for byte (an empty file has none) and
+    each chunk's embedding text counts at most ``max_tokens`` by ``count_tokens``
+    (default: ``ceil(len(text) / 3)``), unless the header alone exceeds a tiny cap.
+    """
+    language = language_for(path, data) or "text"
+    if not data:
+        return FileAnalysis(language=language)
+    try:
+        sizer = Sizer(data, path, max_tokens, count_tokens)
+        analysis = _analyze(path, data, language, sizer)
+        if analysis is not None:
+            return analysis
+        return _windows(sizer, language, "internal error: chunks did not tile the file")
+    except Exception as exc:  # noqa: BLE001 - any bug or bad input degrades to windows
+        reason = f"internal error: {type(exc).__name__}"
+    try:
+        return _windows(Sizer(data, path, max_tokens, count_tokens), language, reason)
+    except Exception as exc:  # noqa: BLE001 - e.g. count_tokens itself fails
+        return _last_resort(path, data, language, f"{reason}; {type(exc).__name__}")
+
+
+def _analyze(path: str, data: bytes, language: str, sizer: Sizer) -> FileAnalysis | None:
+    spec = SPECS.get(language)
+    if spec is not None:
+        from gitrag.chunking.treesitter import parse
+
+        tree, reason = parse(language, data)
+        if tree is None:
+            return _windows(sizer, language, reason)
+        return _from_tree(tree, spec, sizer, language)
+    if language in ("markdown", "rst", "ini"):
+        return _sections(sizer, language, path)
+    return _windows(sizer, language, "")
+
+
+def _from_tree(tree: object, spec: object, sizer: Sizer, language: str) -> FileAnalysis | None:
+    from gitrag.chunking.graph import extract
+    from gitrag.chunking.outline import Outline
+    from gitrag.chunking.windows import split_unit
+
+    outline = Outline(spec, sizer.data, sizer)  # type: ignore[arg-type]
+    root = tree.root_node  # type: ignore[attr-defined]
+    units = layout(outline.top(root), sizer, outline.expand, lambda u: split_unit(u, sizer))
+    if not tiles(units, len(sizer.data)):
+        return None
+    graph = extract(tree, spec, sizer.data)  # type: ignore[arg-type]
+    errors = sum(u.end - u.start for u in units if u.kind == "error")
+    reason = ""
+    if errors > _ERROR_SHARE * len(sizer.data):
+        reason = f"syntax errors in {100 * errors // len(sizer.data)}% of the file"
+    return FileAnalysis(language, to_chunks(units, sizer, language), graph.definitions,
+                        graph.references, fallback_reason=reason, error_bytes=graph.error_bytes)
+
+
+def _sections(sizer: Sizer, language: str, path: str) -> FileAnalysis | None:
+    from gitrag.chunking import sections
+    from gitrag.chunking.windows import split_unit
+
+    finder = {"markdown": sections.markdown_headings, "rst": sections.rst_headings,
+              "ini": sections.ini_headings}[language]
+    marker = "#" if language == "markdown" else ""
+    base = path.rsplit("/", 1)[-1]
+    units = sections.section_units(sizer.data, finder(sizer.data), base, marker, sizer.nonws)
+    units = layout(units, sizer, lambda u: [], lambda u: split_unit(u, sizer, min_lines=10))
+    if not tiles(units, len(sizer.data)):
+        return None
+    return FileAnalysis(language, to_chunks(units, sizer, language))
+
+
+def _windows(sizer: Sizer, language: str, reason: str) -> FileAnalysis:
+    """Line windows (40-60 lines, blank-line cuts preferred), byte windows in long lines."""
+    from gitrag.chunking.windows import TEXT_MAX_LINES, TEXT_MIN_LINES, split_unit
+
+    base = sizer.path.rsplit("/", 1)[-1] or "<text>"
+    whole = Unit(0, len(sizer.data), "window", (), base, (), 0, "fixed")
+    units = [whole] if sizer.fits(whole) else split_unit(
+        whole, sizer, max_lines=TEXT_MAX_LINES, min_lines=TEXT_MIN_LINES)
+    units = merge(units, sizer, lambda u: split_unit(u, sizer))
+    return FileAnalysis(language, to_chunks(units, sizer, language), fallback_reason=reason)
+
+
+def _last_resort(path: str, data: bytes, language: str, reason: str) -> FileAnalysis:
+    """Fixed byte slices on character boundaries, no token counting: cannot fail."""
+    from gitrag.chunking.text import embedding_text
+    from gitrag.chunking.windows import char_boundary
+
     chunks: list[Chunk] = []
-    pos = 0
-    for i in range(0, len(lines), 40):
-        part = b"".join(lines[i : i + 40])
-        body = part.decode("utf-8", "replace")
-        chunks.append(
-            Chunk(pos, pos + len(part), i + 1, i + len(lines[i : i + 40]), f"lines {i+1}", "window", "text", f"{path}\n{body}")
-        )
-        pos += len(part)
-    del text
-    return FileAnalysis(language="text", chunks=chunks)
+    pos, line = 0, 1
+    while pos < len(data):
+        end = char_boundary(data, min(len(data), pos + _LAST_RESORT_BYTES))
+        end = end if end > pos else min(len(data), pos + _LAST_RESORT_BYTES)
+        body = data[pos:end].decode("utf-8", "replace")
+        end_line = line + data.count(b"\n", pos, end - 1)
+        chunks.append(Chunk(pos, end, line, end_line, "<text>", "window", language,
+                            embedding_text(path, body)))
+        line += data.count(b"\n", pos, end)
+        pos = end
+    return FileAnalysis(language, chunks, fallback_reason=reason)

@@ -73,3 +73,5 @@ class FileAnalysis:
     references: list[SymbolRef] = field(default_factory=list)
     # why the file went to line windows instead of symbol chunks ("" when it did not)
     fallback_reason: str = ""
+    # bytes inside regions the parser rejected (outermost ERROR nodes); 0 for a clean parse
+    error_bytes: int = 0

@@ -1,0 +1,272 @@
+"""Symbol graph of one file: definitions (with containment) and call/import/inherit facts.
+
+One pass over the whole tree with a ``TreeCursor`` (no recursion). Definitions use the
+same naming as the chunks (:func:`names.describe`); nested functions are qualified by
+their enclosing function (``outer.inner``). A reference's ``source`` is the innermost
+enclosing definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gitrag.chunking.languages import LangSpec
+from gitrag.chunking.model import SymbolDef, SymbolRef
+from gitrag.chunking.names import Node, describe, text_of
+from gitrag.chunking.text import one_line
+
+_MAX_TARGET = 120
+_JS_CALLS = {"call_expression": "function", "new_expression": "constructor"}
+# call node type -> field holding the callee, or "..name" = source from the node start to
+# the end of field ``name`` (``this.x.go``, ``$this->go``, ``B::st``)
+CALLS: dict[str, dict[str, str]] = {
+    "python": {"call": "function"},
+    "javascript": _JS_CALLS, "typescript": _JS_CALLS, "tsx": _JS_CALLS,
+    "go": {"call_expression": "function"},
+    "rust": {"call_expression": "function", "macro_invocation": "macro"},
+    "java": {"method_invocation": "..name", "object_creation_expression": "type"},
+    "kotlin": {"call_expression": "", "constructor_invocation": ""},
+    "c": {"call_expression": "function"},
+    "cpp": {"call_expression": "function", "new_expression": "type"},
+    "csharp": {"invocation_expression": "function", "object_creation_expression": "type"},
+    "php": {"function_call_expression": "function", "member_call_expression": "..name",
+            "scoped_call_expression": "..name", "object_creation_expression": ""},
+    "ruby": {"call": "..method"},
+}
+_INHERIT_CLAUSES = frozenset({
+    "class_heritage", "extends_type_clause", "superclass", "super_interfaces",
+    "extends_interfaces", "delegation_specifier", "base_class_clause", "base_list",
+    "base_clause", "class_interface_clause",
+})
+_RUBY_REQUIRES = frozenset({"require", "require_relative", "load"})
+_RUBY_MIXINS = frozenset({"include", "extend", "prepend"})
+
+
+class _Walk:
+    def __init__(self, spec: LangSpec, data: bytes) -> None:
+        self.spec, self.data = spec, data
+        self.defs: list[SymbolDef] = []
+        self.refs: list[SymbolRef] = []
+        # (end byte, qualified name, prefix for what is inside, kind of functions inside)
+        self.stack: list[tuple[int, str, str, str]] = []
+        self.error_bytes = 0
+        self._error_end = -1
+        self.calls = CALLS.get(spec.name, {})
+        self.def_types = spec.functions | spec.containers | spec.types | spec.namespaces | spec.special
+        self.imports = spec.imports | {"import_spec", "export_statement"}
+        self.types = self.def_types | self.imports | set(self.calls) | _INHERIT_CLAUSES | {
+            "field_declaration", "type_elem", "trait_bounds", "ERROR"}
+
+    def source(self) -> str:
+        return self.stack[-1][1] if self.stack else ""
+
+    def ref(self, kind: str, target: str, node: Node, source: str | None = None) -> None:
+        target = one_line(target, _MAX_TARGET)
+        if target:
+            self.refs.append(SymbolRef(kind, self.source() if source is None else source, target,
+                                       node.start_point[0] + 1))
+
+    def visit(self, node: Node) -> None:
+        start = node.start_byte
+        if node.type == "ERROR":
+            if start >= self._error_end:
+                self.error_bytes += node.end_byte - start
+                self._error_end = node.end_byte
+            return
+        stack = self.stack
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        t = node.type
+        if t in self.def_types:
+            self._definition(node)
+        if t in self.calls:
+            self._call(node, self.calls[t])
+        if t in self.imports:
+            for target in import_targets(node, self.spec.name, self.data):
+                self.ref("import", target, node)
+        if t in _INHERIT_CLAUSES or t in ("field_declaration", "type_elem", "trait_bounds"):
+            for target in inherit_targets(node, self.spec.name, self.data):
+                self.ref("inherit", target, node)
+
+    def _definition(self, node: Node) -> None:
+        prefix, inner_kind = (self.stack[-1][2], self.stack[-1][3]) if self.stack else ("", "function")
+        info = describe(node, self.spec, self.data, prefix)
+        if info is None or info.core.start_byte < node.start_byte:
+            return
+        kind = inner_kind if info.kind == "function" else info.kind
+        end_row, end_col = node.end_point
+        end_line = end_row + (1 if end_col or end_row == node.start_point[0] else 0)
+        self.defs.append(SymbolDef(info.name, kind, node.start_point[0] + 1, end_line, self.source()))
+        if self.spec.name == "rust" and info.core.type == "impl_item" and info.members:
+            trait = info.core.child_by_field_name("trait")
+            if trait is not None:
+                self.ref("inherit", text_of(trait, self.data), node, source=info.members)
+        inside = info.members if info.members is not None else (
+            prefix if info.kind == "module" else info.name)
+        self.stack.append((node.end_byte, info.name, inside, info.member_kind))
+
+    def _call(self, node: Node, rule: str) -> None:
+        callee = callee_text(node, rule, self.data)
+        if not callee:
+            return
+        lang = self.spec.name
+        if lang == "ruby" and callee in _RUBY_REQUIRES | _RUBY_MIXINS:
+            kind = "import" if callee in _RUBY_REQUIRES else "inherit"
+            args = node.child_by_field_name("arguments")
+            for arg in args.named_children if args is not None else []:
+                self.ref(kind, text_of(arg, self.data).strip("'\":"), node)
+            return
+        if callee in ("require", "import") and lang in ("javascript", "typescript", "tsx"):
+            args = node.child_by_field_name("arguments")
+            first = args.named_children[0] if args is not None and args.named_child_count else None
+            if first is not None and first.type == "string":
+                self.ref("import", text_of(first, self.data).strip("'\"`"), node)
+                return
+        self.ref("call", callee, node)
+
+
+def callee_text(node: Node, rule: str, data: bytes) -> str:
+    """The called name as written (``os.path.join``, ``self.run``, ``Vec::new``)."""
+    if rule.startswith(".."):
+        name = node.child_by_field_name(rule[2:])
+        if name is None:
+            return ""
+        text = data[node.start_byte : name.end_byte].decode("utf-8", "replace")
+    else:
+        target = node.child_by_field_name(rule) if rule else (
+            node.named_children[0] if node.named_child_count else None)
+        if target is None:
+            return ""
+        text = text_of(target, data)
+    text = one_line(text, 10_000)
+    if len(text) > 80 or "(" in text or "\n" in text:
+        for sep in (".", "->", "::"):
+            text = text.rsplit(sep, 1)[-1]
+        text = text if text.replace("_", "").isalnum() else ""
+    return text
+
+
+def _unquote(text: str) -> str:
+    return text.strip().strip("'\"`<>")
+
+
+def import_targets(node: Node, lang: str, data: bytes) -> list[str]:
+    """Modules/names an import statement brings in, as written."""
+    t = node.type
+    if lang == "python":
+        return _python_imports(node, data)
+    if t in ("import_statement", "export_statement"):
+        src = node.child_by_field_name("source")
+        return [_unquote(text_of(src, data))] if src is not None else []
+    if lang == "go":
+        path = node.child_by_field_name("path") if t == "import_spec" else None
+        return [_unquote(text_of(path, data))] if path is not None else []
+    if t == "import_spec":
+        path = node.child_by_field_name("path")
+        return [_unquote(text_of(path, data))] if path is not None else []
+    if t == "use_declaration":
+        arg = node.child_by_field_name("argument")
+        return _rust_use(text_of(arg, data)) if arg is not None else []
+    if t == "preproc_include":
+        path = node.child_by_field_name("path")
+        return [_unquote(text_of(path, data))] if path is not None else []
+    if t in ("import_declaration", "import_header", "using_directive", "namespace_use_declaration",
+             "extern_crate_declaration", "using_declaration"):
+        text = one_line(text_of(node, data), 400)
+        for word in ("import ", "static ", "using ", "use ", "extern crate ", "global ", "function ", "const "):
+            text = text.replace(word, "", 1) if text.startswith(word) else text
+        return [p.strip() for p in text.rstrip(";").split(",") if p.strip()]
+    return []
+
+
+def _python_imports(node: Node, data: bytes) -> list[str]:
+    t = node.type
+    if t not in ("import_statement", "import_from_statement"):
+        return []
+    names = [c.child_by_field_name("name") or c for c in node.children_by_field_name("name")]
+    texts = [text_of(n, data) for n in names]
+    if t == "import_statement":
+        return texts
+    module = node.child_by_field_name("module_name")
+    base = text_of(module, data) if module is not None else ""
+    if not texts:
+        return [f"{base}.*" if not base.endswith(".") else f"{base}*"]
+    return [base + t if base.endswith(".") else f"{base}.{t}" for t in texts]
+
+
+def _rust_use(text: str) -> list[str]:
+    text = "".join(text.split())
+    if "{" not in text or not text.endswith("}"):
+        return [text]
+    base, _, rest = text.partition("{")
+    return [base + part for part in rest[:-1].split(",") if part and "{" not in part] or [text]
+
+
+def inherit_targets(node: Node, lang: str, data: bytes) -> list[str]:
+    """Base classes/interfaces/embedded types named by an inheritance clause."""
+    t = node.type
+    if t == "field_declaration":  # Go embedded struct field
+        if lang != "go" or node.child_by_field_name("name") is not None:
+            return []
+        typ = node.child_by_field_name("type")
+        return [text_of(typ, data).lstrip("*")] if typ is not None else []
+    if t == "type_elem":
+        return [text_of(node, data)] if lang == "go" else []
+    if t == "trait_bounds":
+        parent = node.parent
+        if lang != "rust" or parent is None or parent.type != "trait_item":
+            return []
+    out: list[str] = []
+    for child in node.named_children:
+        if child.type in ("access_specifier", "keyword_argument", "comment", "argument_list",
+                          "value_arguments", "arguments"):
+            continue
+        if child.type in ("extends_clause", "implements_clause", "type_list"):
+            out.extend(text_of(c, data) for c in child.named_children if c.type != "type_arguments")
+        elif child.type == "constructor_invocation":
+            out.append(text_of(child.named_children[0], data))
+        else:
+            out.append(text_of(child, data))
+    return out
+
+
+@dataclass
+class Graph:
+    """What :func:`extract` finds: definitions, references, bytes in ERROR regions."""
+
+    definitions: list[SymbolDef]
+    references: list[SymbolRef]
+    error_bytes: int
+
+
+_queries: dict[str, Any] = {}
+
+
+def _query(spec: LangSpec, types: set[str]) -> Any:
+    """One cached query capturing every node of ``types`` that the grammar knows."""
+    query = _queries.get(spec.name)
+    if query is None:
+        from tree_sitter import Query
+        from tree_sitter_language_pack import get_language
+
+        language = get_language(spec.name)  # type: ignore[arg-type]
+        known = sorted(t for t in types if language.id_for_node_kind(t, True) is not None)
+        query = _queries[spec.name] = Query(language, "[%s] @n" % " ".join(f"({t})" for t in known))
+    return query
+
+
+def extract(tree: Any, spec: LangSpec, data: bytes) -> Graph:
+    """Definitions and references of a parsed file.
+
+    Tree-sitter's query engine finds the interesting nodes (C speed, no recursion here);
+    they are then visited in document order, outer nodes before inner ones.
+    """
+    from tree_sitter import QueryCursor
+
+    walk = _Walk(spec, data)
+    captures = QueryCursor(_query(spec, walk.types)).captures(tree.root_node).get("n", [])
+    captures.sort(key=lambda n: (n.start_byte, -n.end_byte))
+    for node in captures:
+        walk.visit(node)
+    return Graph(walk.defs, walk.refs, walk.error_bytes)

@@ -1,0 +1,231 @@
+"""Size policy: split oversized units at child boundaries, then merge small neighbours.
+
+Units tile a byte range. :func:`layout` keeps a unit that fits (non-whitespace bytes within
+the soft target and embedding-text tokens within the hard cap), otherwise asks ``expand``
+for its children (split-then-merge, as in cAST) and falls back to line/byte windows.
+All loops are iterative; nothing recurses on the syntax tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gitrag.chunking.text import embedding_text, header
+
+TARGET_NONWS = 1200  # soft target, non-whitespace bytes per chunk...
+NONWS_PER_TOKEN = 3.5  # ...lowered to this many per token of the cap when that is smaller
+TRIVIAL_NONWS = 24  # a closing brace, a short comment: always glued to a neighbour
+TINY_DEF_NONWS = 160  # definitions this small merge with adjacent small definitions
+MAX_MERGED_LABELS = 8
+_WS = np.ones(256, dtype=np.int32)
+_WS[list(b" \t\r\n\f\v")] = 0
+
+Label = tuple[str, bool]  # (name, names a definition)
+
+
+@dataclass
+class Unit:
+    """A byte range ``[start, end)`` on its way to becoming a chunk.
+
+    ``mode`` decides merging: ``def`` (a definition), ``free`` (module code, fragments),
+    ``error`` (parser-rejected code), ``fixed`` (text windows, never merged).
+    """
+
+    start: int
+    end: int
+    kind: str
+    labels: tuple[Label, ...]
+    fallback: str
+    context: tuple[str, ...]
+    group: int
+    mode: str
+    node: Any = None
+    info: Any = None
+    prefix: str = ""
+    member_kind: str = "function"
+    named_defs: bool = True
+    small_def: bool = False
+    parts: tuple[Unit, ...] = ()
+    text: str | None = field(default=None, compare=False)
+    tokens: int = field(default=-1, compare=False)
+    exact: bool = field(default=False, compare=False)  # tokens counted (else an estimate)
+
+    def copy(self, **changes: Any) -> Unit:
+        """A shallow copy with ``changes``; cached text/tokens are dropped."""
+        new = copy.copy(self)
+        new.text, new.tokens, new.exact = None, -1, False
+        for key, value in changes.items():
+            setattr(new, key, value)
+        return new
+
+    @property
+    def symbol(self) -> str:
+        """Labels joined by ``", "`` (or the fallback); never empty."""
+        return ", ".join(name for name, _ in self.labels) or self.fallback or "<module>"
+
+
+class Sizer:
+    """Measures units of one file: non-whitespace bytes (O(1)) and embedding tokens."""
+
+    def __init__(self, data: bytes, path: str, max_tokens: int,
+                 count_tokens: Callable[[str], int] | None, target: int = TARGET_NONWS) -> None:
+        self.data, self.path = data, path
+        self.max_tokens = max(1, max_tokens)
+        # a unit far above what the cap can hold is split without counting its tokens
+        self.target = max(16, min(target, int(NONWS_PER_TOKEN * self.max_tokens)))
+        self._count = count_tokens
+        arr = _WS[np.frombuffer(data, dtype=np.uint8)]
+        self._cum = np.concatenate((np.zeros(1, np.int64), np.cumsum(arr, dtype=np.int64)))
+        self._headers: dict[tuple[str, tuple[str, ...]], tuple[str, int]] = {}
+
+    def nonws(self, start: int, end: int) -> int:
+        return int(self._cum[end] - self._cum[start])
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``: the embedder's count, else ``ceil(len/3)`` (conservative)."""
+        if self._count is None:
+            return math.ceil(len(text) / 3)
+        return int(self._count(text))
+
+    def header(self, symbol: str, context: tuple[str, ...]) -> tuple[str, int]:
+        """The header for ``symbol``/``context``, shortened until it takes <= 1/3 of the cap."""
+        key = (symbol, context)
+        cached = self._headers.get(key)
+        if cached is None:
+            for level in range(4):
+                head = header(self.path, symbol, context, level)
+                tokens = self.count(head)
+                if tokens <= self.max_tokens // 3:
+                    break
+            cached = self._headers[key] = (head, tokens)
+        return cached
+
+    def measure(self, unit: Unit, exact: bool = True) -> int:
+        """Tokens of the unit's embedding text (counted once, cached on the unit); with
+        ``exact=False`` a merge estimate already on the unit is returned as is."""
+        if not exact and unit.tokens >= 0:
+            return unit.tokens
+        if unit.text is None:
+            head, _ = self.header(unit.symbol, unit.context)
+            body = self.data[unit.start : unit.end].decode("utf-8", "replace")
+            unit.text = embedding_text(head, body)
+        if not unit.exact:
+            unit.tokens, unit.exact = self.count(unit.text), True
+        return unit.tokens
+
+    def fits(self, unit: Unit) -> bool:
+        """Within the non-whitespace target and, counted exactly, within the token cap."""
+        if self.nonws(unit.start, unit.end) > self.target:
+            return False
+        return self.measure(unit) <= self.max_tokens
+
+
+Expand = Callable[[Unit], list[Unit]]
+Windows = Callable[[Unit], list[Unit]]
+
+
+def layout(units: list[Unit], sizer: Sizer, expand: Expand, windows: Windows) -> list[Unit]:
+    """Split every unit until it fits, then merge neighbours; the result tiles the input."""
+    done: list[Unit] = []
+    stack = units[::-1]
+    while stack:
+        unit = stack.pop()
+        if sizer.fits(unit):
+            done.append(unit)
+            continue
+        parts = expand(unit) if unit.node is not None else []
+        if len(parts) >= 2:
+            stack.extend(reversed(parts))
+        else:
+            done.extend(windows(unit))
+    return merge(done, sizer, windows)
+
+
+def merge(units: list[Unit], sizer: Sizer, windows: Windows) -> list[Unit]:
+    """Greedy left-to-right merge of adjacent units (see :func:`_mergeable`), then an
+    exact count of every result: a merge whose estimate was wrong is redone with exact
+    counts, a unit that does not fit after all goes to ``windows`` (which count exactly)."""
+    work = _greedy(units, sizer, exact=False)[::-1]
+    final: list[Unit] = []
+    while work:
+        unit = work.pop()
+        if unit.parts and not unit.exact:
+            unit.text, unit.tokens = None, -1
+        if sizer.fits(unit):
+            final.append(unit)
+        elif unit.parts:
+            work.extend(_greedy(list(unit.parts), sizer, exact=True)[::-1])
+        else:
+            final.extend(windows(unit))
+    return final
+
+
+def _greedy(units: list[Unit], sizer: Sizer, exact: bool) -> list[Unit]:
+    out: list[Unit] = []
+    for unit in units:
+        if out and _mergeable(out[-1], unit, sizer):
+            joined = _join(out[-1], unit, sizer, exact)
+            if joined is not None:
+                out[-1] = joined
+                continue
+        out.append(unit)
+    return out
+
+
+def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
+    if a.group != b.group or "fixed" in (a.mode, b.mode):
+        return False
+    if sizer.nonws(a.start, b.end) > sizer.target:
+        return False
+    if b.mode != "def" and sizer.nonws(b.start, b.end) <= TRIVIAL_NONWS:
+        return True
+    if a.mode != "def" and not a.parts and sizer.nonws(a.start, a.end) <= TRIVIAL_NONWS:
+        return True
+    if a.mode == "def" or b.mode == "def":
+        return (a.small_def and b.small_def
+                and sizer.nonws(a.start, b.end) <= sizer.target // 2
+                and len(a.labels) + len(b.labels) <= MAX_MERGED_LABELS)
+    return a.mode == b.mode
+
+
+def _join(a: Unit, b: Unit, sizer: Sizer, exact: bool) -> Unit | None:
+    """``a`` and ``b`` as one unit if it fits (token count estimated unless ``exact``)."""
+    labels = combine_labels(a.labels, b.labels)
+    is_def = "def" in (a.mode, b.mode)
+    first = a if a.mode == "def" or not is_def else b
+    joined = a.copy(
+        end=b.end, labels=labels, kind=first.kind, mode="def" if is_def else a.mode,
+        node=None, info=None, small_def=a.small_def and b.small_def,
+        parts=(a.parts or (a,)) + (b.parts or (b,)),
+        fallback=a.fallback if a.labels or not b.labels else b.fallback,
+    )
+    if exact:
+        return joined if sizer.fits(joined) else None
+    head_b = sizer.header(b.symbol, b.context)[1]
+    head = sizer.header(joined.symbol, joined.context)[1]
+    estimate = (sizer.measure(a, False) + sizer.measure(b, False) - head_b
+                - sizer.header(a.symbol, a.context)[1] + head)
+    if estimate + 2 > sizer.max_tokens:
+        return None
+    joined.tokens = estimate
+    return joined
+
+
+def combine_labels(a: tuple[Label, ...], b: tuple[Label, ...]) -> tuple[Label, ...]:
+    """Concatenate label lists without duplicates; a non-definition name under a definition
+    name already present (``Foo.x`` beside ``Foo``) is dropped."""
+    out: list[Label] = []
+    names = {n for n, _ in a} | {n for n, _ in b}
+    for name, is_def in (*a, *b):
+        if any(n == name for n, _ in out):
+            continue
+        if not is_def and any(name.startswith(p + s) for p in names for s in (".", "::") if p != name):
+            continue
+        out.append((name, is_def))
+    return tuple(out)
