@@ -93,6 +93,8 @@ def evidence_strength(results: list[Result], mode: str) -> Strength:
     if not results:
         return Strength(True, "no results", None)
     top = results[0].score
+    if mode == "hybrid" and top > 2 / RRF_K + 1e-9:
+        mode = "dense"  # no RRF score is this high: the question had no terms, only dense ran
     floors = {"hybrid": (HYBRID_MIN, "no result was found by both the dense and the sparse search"),
               "dense": (DENSE_MIN, "best similarity is low"), "sparse": (SPARSE_MIN, "best term match is weak")}
     floor, why = floors.get(mode, floors["hybrid"])

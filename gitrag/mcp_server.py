@@ -31,12 +31,8 @@ from gitrag.store import SearchFilter
 from gitrag.symbols import RELATIONS, Definition, NotFound, dependencies, file_outline, find_definitions, symbol_index
 from gitrag.workspace import Workspace, open_workspace
 
-try:  # mcp >= 2
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # pragma: no cover - mcp 1.x
-    from mcp.server.fastmcp import FastMCP as MCPServer  # type: ignore[no-redef]
-    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+from mcp.server.mcpserver import MCPServer  # mcp >= 2 (FastMCP of 1.x, renamed)
+from mcp.server.mcpserver.exceptions import ToolError
 
 log = logging.getLogger("gitrag.mcp")
 T = TypeVar("T")
@@ -106,8 +102,8 @@ class Tools:
         """Load the embedder and the symbol graph now, so the first call is fast."""
         with self.lock:
             try:
-                self.ws.embedder.fingerprint
                 symbol_index(self.ws)
+                self.ws.embedder.embed_query("warm up")  # loads the model
             except Exception as exc:  # not indexed yet, model missing: the tools will say so
                 log.info("warm-up skipped: %s", exc)
 

@@ -10,6 +10,7 @@ import json
 import random
 import re
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +254,7 @@ def test_strength_rules() -> None:
     assert evidence_strength([], "hybrid").weak
     assert evidence_strength(rs(1 / 60, 1 / 61), "hybrid").weak  # found by one search only
     assert not evidence_strength(rs(1 / 60 + 1 / 70, 1 / 61), "hybrid").weak
+    assert evidence_strength(rs(0.25, 0.2), "hybrid").weak  # a termless question: only dense ran (cosines)
     assert evidence_strength(rs(0.25, 0.2), "dense").weak
     assert not evidence_strength(rs(0.55, 0.4), "dense").weak
     assert evidence_strength(rs(*[0.5] * 10), "dense").weak  # flat
@@ -282,8 +284,7 @@ def test_answer_arrives_in_pieces(indexed: Repo, stub: OllamaStub) -> None:
         results = search(ws, "send_message retries RETRY_LIMIT")
     finally:
         ws.close()
-    settings = load_settings(indexed.path)
-    settings = type(settings)(**{**settings.__dict__, "chat_model": "llama3.2", "ollama_host": stub.url})
+    settings = replace(load_settings(indexed.path), chat_model="llama3.2", ollama_host=stub.url)
     pieces: list[str] = []
     written = write_answer(settings, "q", results, "hybrid", on_text=pieces.append)
     assert written.text == "one two three four five six seven eight" and len(pieces) > 3
