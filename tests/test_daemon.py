@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ def test_git_operations_keep_the_index_current(repo: Repo, daemon: subprocess.Po
     answer = gitrag_json("ask", "compute_invoice_total", "--repo", str(repo.path), "-k", "3", "--no-answer")
     assert time.monotonic() - t0 < 15
     assert answer["up_to_date"] and answer["results"][0]["symbol"] == "compute_invoice_total"
+    scoped = gitrag_json("ask", "helper", "--repo", str(repo.path), "--path", "util", "--no-answer")
+    assert {r["path"] for r in scoped["results"]} == {"util.py"}
 
     # check out another branch (never indexed): indexed for that branch
     repo.git("branch", "feature")
@@ -206,7 +209,8 @@ def test_socket_server_limits_and_peer(tmp_path: Path) -> None:
     async def main() -> None:
         server = await serve(_Handler(), path)
         try:
-            assert await asyncio.to_thread(client.request, "echo", 5.0, path, x=[1, 2]) == {"x": [1, 2]}
+            echo = partial(client.request, "echo", timeout=5.0, socket_path=path, x=[1, 2], path="a/")
+            assert await asyncio.to_thread(echo) == {"x": [1, 2], "path": "a/"}
 
             def oversized() -> bytes:
                 with socket.socket(socket.AF_UNIX) as s:

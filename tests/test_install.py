@@ -179,3 +179,40 @@ def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
         proc = subprocess.run(["systemd-analyze", "--user", "verify", str(path)], env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
+
+
+def test_doctor_explains_ollama_problems_with_the_fix() -> None:
+    import http.server
+    import threading
+    from dataclasses import replace
+
+    from gitrag.commands.doctor import check_embedder
+    from gitrag.config import Settings
+
+    models: list[str] = []
+
+    class Tags(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps({"models": [{"name": m} for m in models]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Tags)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host = f"http://127.0.0.1:{server.server_port}"
+        settings = replace(Settings(), embedder="ollama", ollama_host=host, ollama_model="nomic-embed-text")
+        missing = check_embedder(settings)
+        assert (missing.status, missing.fix) == ("fail", "ollama pull nomic-embed-text")
+        models.append("nomic-embed-text:latest")
+        assert check_embedder(settings).status == "ok"
+    finally:
+        server.shutdown()
+        server.server_close()
+    down = check_embedder(replace(settings, ollama_host=host))  # nothing listens there any more
+    assert (down.status, down.fix) == ("fail", "ollama serve")

@@ -71,12 +71,14 @@ def _read_line(sock: socket.socket, deadline: float | None) -> bytes:
             raise DaemonError(f"the daemon's reply exceeds {protocol.MAX_MESSAGE} bytes")
 
 
-def request(op: str, timeout: float | None = 30.0, path: Path | None = None, **args: Any) -> Any:
-    """Send one request and return the daemon's ``result``.
+def request(op: str, /, *, timeout: float | None = 30.0, socket_path: Path | None = None, **args: Any) -> Any:
+    """Send ``{"op": op, "args": args}`` and return the daemon's ``result``.
 
     ``timeout``: seconds for connect, send and the whole reply; None waits forever.
-    Raises ConnectError, Timeout, CommandError, or DaemonError for a broken reply."""
-    path = path or protocol.socket_path()
+    ``socket_path``: default :func:`protocol.socket_path`. (``args`` may hold any other
+    name, ``path`` included.) Raises ConnectError, Timeout, CommandError, or DaemonError
+    for a broken reply."""
+    path = socket_path or protocol.socket_path()
     deadline = None if timeout is None else time.monotonic() + timeout
     sock = _connect(path, timeout)
     try:
@@ -101,7 +103,7 @@ def probe(timeout: float = 2.0) -> dict[str, Any]:
     """``{"running": bool, "pid": int | None, "socket": str}``: whether a daemon answers a ping."""
     path = protocol.socket_path()
     try:
-        info = request("ping", timeout=timeout, path=path)
+        info = request("ping", timeout=timeout, socket_path=path)
     except DaemonError:
         return {"running": False, "pid": None, "socket": str(path)}
     return {"running": True, "pid": info.get("pid"), "socket": str(path), "version": info.get("version")}
