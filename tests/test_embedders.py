@@ -241,7 +241,8 @@ def test_ollama_partial_failures_report_exactly_the_bad_indices(stub: OllamaStub
     assert failed == [1, 6, 7, 11]
     good = [i for i in range(12) if i not in failed]
     expected = make(stub).embed_documents([texts[i] for i in good])
-    assert vectors.shape == (8, 768) and np.allclose(vectors, expected)
+    assert vectors.shape == (12, 768) and np.allclose(vectors[good], expected)
+    assert not vectors[failed].any()  # failed rows are zeros, never NaN
     assert sorted(e["index"] for e in logs if e["event"] == "ollama input skipped") == failed
     with pytest.raises(EmbedderError, match=r"4 of 12 input\(s\) \(indices \[1, 6, 7, 11\]\)"):
         e.embed_documents(texts)
@@ -253,7 +254,7 @@ def test_ollama_nan_in_a_batch_is_retried_alone_once(stub: OllamaStub) -> None:
     stub.nan_marker = "NANVEC"
     stub.requests.clear()
     vectors, failed = e.embed_documents_partial(["a", "b NANVEC", "c"])
-    assert failed == [1] and vectors.shape == (2, 768)
+    assert failed == [1] and vectors.shape == (3, 768) and _unit_rows(vectors[[0, 2]])
     assert inputs_sent(stub) == [["search_document: a", "search_document: b NANVEC", "search_document: c"],
                                  ["search_document: b NANVEC"]]
 

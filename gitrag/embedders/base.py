@@ -66,11 +66,12 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
 def embed_partial(embedder: Embedder, texts: list[str]) -> tuple[np.ndarray, list[int]]:
     """Embed what can be embedded: ``(vectors, failed)``.
 
-    ``failed``: sorted indices into ``texts`` that could not be embedded (already logged);
-    ``vectors``: float32 (len(texts) - len(failed), dim), unit rows, for the other inputs
-    in their original order. Uses ``embed_documents_partial`` when the embedder has one
-    (ollama, local), else ``embed_documents`` (nothing fails alone). Raises
-    EmbedderUnavailable / EmbedderError when the embedder fails as a whole."""
+    ``vectors``: float32 (len(texts), dim) in input order, unit rows, except that the
+    row of each failed input is all zeros (never store it); ``failed``: sorted indices
+    into ``texts`` that could not be embedded (already logged). Uses
+    ``embed_documents_partial`` when the embedder has one (ollama, local), else
+    ``embed_documents`` (nothing fails alone). Raises EmbedderUnavailable /
+    EmbedderError when the embedder fails as a whole."""
     partial = getattr(embedder, "embed_documents_partial", None)
     if partial is not None:
         return partial(texts)

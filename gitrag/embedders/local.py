@@ -229,7 +229,7 @@ class LocalEmbedder:
         return self._encode(docs)
 
     def embed_documents_partial(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
-        """Same contract as the Ollama embedder's: (vectors of good inputs, failed indices).
+        """Same contract as the Ollama embedder's: ((len(texts), dim) vectors, failed indices).
 
         A local model never rejects one input, so the failed list is always empty."""
         return self.embed_documents(texts), []

@@ -299,18 +299,18 @@ class OllamaEmbedder:
     def embed_documents_partial(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
         """Embed what can be embedded; report the rest.
 
-        Returns ``(vectors, failed)``: ``failed`` is the sorted list of indices into
-        ``texts`` that could not be embedded (each logged with its reason), ``vectors``
-        is float32 (len(texts) - len(failed), dim), unit rows, for the *other* inputs in
-        their original order. Raises EmbedderUnavailable / EmbedderError when the server
-        or model fails as a whole (nothing is returned then)."""
+        Returns ``(vectors, failed)``: ``vectors`` is float32 (len(texts), dim) in input
+        order, unit rows, except that the row of each failed input is all zeros;
+        ``failed`` is the sorted list of those indices (each logged with its reason).
+        Raises EmbedderUnavailable / EmbedderError when the server or model fails as a
+        whole (nothing is returned then)."""
         dim = self.dim
         docs = [self.document_prefix + t for t in texts]
         batch = _Batch(docs, np.zeros((len(docs), dim), dtype=np.float32), np.zeros(len(docs), dtype=bool))
         for start in range(0, len(docs), self.batch_size):
             self._embed_span(batch, list(range(start, min(start + self.batch_size, len(docs)))))
         failed = [int(i) for i in np.flatnonzero(~batch.ok)]
-        return batch.out[batch.ok], failed
+        return batch.out, failed
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """Returns float32 (len(texts), dim), unit rows, in input order.
