@@ -92,7 +92,7 @@ class Jobs:
             if worker.busy or worker.dirty or worker.syncing or not worker.is_open:
                 continue
             if time.monotonic() - worker.last_used > self.idle_s:
-                await worker.serial(worker.close)
+                await worker.serial(worker.close_if_idle)
                 continue
             await worker.serial(self._collect, worker, key)
         if not any(w.is_open for w in self.service.workers.values()):

@@ -48,6 +48,7 @@ class RepoWorker:
         self.stopping = False
         self.busy = 0  # syncs and reads in flight
         self.last_used = time.monotonic()
+        # syncs: how many moved the index (a sync that finds it current is not counted)
         self.stats: dict[str, Any] = {"syncs": 0, "last_sync": None, "last_error": None}
 
     # -- the workspace ---------------------------------------------------------------
@@ -68,6 +69,14 @@ class RepoWorker:
             if self._ws is not None:
                 self._ws.close()
                 self._ws = None
+
+    def close_if_idle(self) -> bool:
+        """Close the Workspace unless a read or another job is in flight (this call counts
+        one); returns whether it closed. For the gc job, on the worker's thread."""
+        if self.busy > 1 or self.dirty or self.syncing:
+            return False
+        self.close()
+        return True
 
     @property
     def is_open(self) -> bool:
@@ -133,7 +142,8 @@ class RepoWorker:
             self.stats["last_error"] = repr(exc)
             log.exception("sync crashed", worktree=worktree)
             return None
-        self.stats.update(syncs=self.stats["syncs"] + 1, last_sync=time.time(), last_error=None)
+        moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
+        self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         return summary.to_json()
 
     async def stop(self) -> list[str]:
