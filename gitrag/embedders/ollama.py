@@ -109,7 +109,7 @@ class _Rejected(Exception):
 
 @dataclass
 class _Batch:
-    """Work on one request's worth of inputs; ``out``/``ok`` are shared by the whole call."""
+    """The inputs of one embed call and the results filled in so far (``ok[i]``: row i is set)."""
 
     texts: list[str]
     out: np.ndarray
