@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gitrag import config
 from gitrag.daemon import client, protocol, registry, spool
 from gitrag.daemon.server import SocketInUse, clear_stale, dispatch, peer_uid, serve
 from gitrag.errors import NotIndexed
@@ -139,6 +140,28 @@ def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo) -> No
     assert not protocol.socket_path().exists()
     (event,) = spool.drain()
     assert Path(event["repo"]) == repo.path.resolve()
+
+
+def test_sigterm_lets_the_running_sync_finish(repo: Repo) -> None:
+    for i in range(1000):  # a first index that takes a few seconds, even with the hash embedder
+        repo.write(f"pkg/mod_{i}.py", "".join(f"def f_{i}_{j}(x):\n    return x + {j}\n\n" for j in range(6)))
+    head = repo.commit("big")
+    registry.add(repo.path / ".git")
+    proc = start_daemon()  # the start-up reconcile begins the sync
+    wait_for(lambda: client.request("status", repo=str(repo.path))["repos"][0]["queue"], "the sync to start",
+             every_s=0.02)
+    assert stop_daemon(proc) == 0
+    log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text()
+    assert log.index("daemon stopping") < log.index("synced")  # SIGTERM came mid-sync, the sync finished
+    from gitrag.state import State
+
+    state = State(config.repo_data_dir(repo.path / ".git"))
+    try:
+        branch = state.branch("main")
+        assert branch is not None and branch.indexed_commit == head and not state.journal_paths("main")
+    finally:
+        state.close()
+    assert spool.pending() == 0
 
 
 def test_one_daemon_wins_and_a_stale_socket_is_replaced() -> None:
