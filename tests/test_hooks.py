@@ -142,7 +142,8 @@ def test_notify_loads_only_the_standard_library(repo: Repo) -> None:
         "before = set(sys.modules)\n"
         "import gitrag.notify\n"
         "outcome = gitrag.notify.run(['post-commit'])\n"
-        "print(json.dumps({'outcome': outcome, 'new': sorted(set(sys.modules) - before), 'all': sorted(sys.modules)}))\n"
+        "new = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps({'outcome': outcome, 'new': new, 'all': sorted(sys.modules)}))\n"
     )
     proc = subprocess.run([sys.executable, "-P", "-c", code], cwd=repo.path, capture_output=True, text=True, check=True)
     data = json.loads(proc.stdout)

@@ -57,7 +57,9 @@ def check_hooks(repo: GitRepo) -> Check:
                      f"gitrag install --repo {repo.root}")
     missing = [n for n in HOOKS if not (is_ours(target.folder / n) and os.access(target.folder / n, os.X_OK))]
     if missing:
-        shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})" if target.hooks_path else ""
+        shadow = ""
+        if target.hooks_path:
+            shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})"
         return Check("hooks", "fail", f"{', '.join(missing)} not installed in {target.folder}{shadow}",
                      f"gitrag install --repo {repo.root}")
     python = _hook_python(target.folder / HOOKS[0])
@@ -112,7 +114,7 @@ def check_embedder(settings: Settings) -> Check:
     except GitragError as exc:
         return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")
     ms = (time.perf_counter() - t0) * 1000
-    return Check("embedder", "ok", f"{settings.embedder}: dim {embedder.dim}, loaded and embedded a query in {ms:.0f} ms")
+    return Check("embedder", "ok", f"{settings.embedder}: dim {embedder.dim}, embedded a query in {ms:.0f} ms")
 
 
 def check_store(repo: GitRepo, settings: Settings) -> Check:
@@ -154,7 +156,8 @@ def check_lag(repo: GitRepo) -> list[Check]:
         elif head == b.indexed_commit:
             checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
         else:
-            behind = repo.repo.ahead_behind(head, b.indexed_commit)[0] if repo.has_commit(b.indexed_commit) else "?"
+            indexed = b.indexed_commit
+            behind = repo.repo.ahead_behind(head, indexed)[0] if indexed and repo.has_commit(indexed) else "?"
             checks.append(Check(f"lag {b.name}", "warn", f"{behind} commit(s) behind: indexed "
                                 f"{str(b.indexed_commit)[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
     return checks

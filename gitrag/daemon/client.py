@@ -47,7 +47,7 @@ def _connect(path: Path, timeout: float | None) -> socket.socket:
         sock.connect(os.fspath(path))
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
         sock.close()
-        raise ConnectError(f"no gitrag daemon listens on {path} ({exc.strerror}); start it with `gitrag daemon`") from None
+        raise ConnectError(f"no gitrag daemon listens on {path} ({exc.strerror}); start one: `gitrag daemon`") from None
     except OSError as exc:
         sock.close()
         raise ConnectError(f"cannot connect to the gitrag daemon at {path}: {exc}") from None
@@ -84,7 +84,7 @@ def request(op: str, /, *, timeout: float | None = 30.0, socket_path: Path | Non
     try:
         sock.sendall(protocol.encode(protocol.request(op, args)))
         line = _read_line(sock, deadline)
-    except socket.timeout:
+    except TimeoutError:
         raise Timeout(f"the gitrag daemon did not answer {op!r} within {timeout:g} s") from None
     except (BrokenPipeError, ConnectionResetError) as exc:
         raise DaemonError(f"the gitrag daemon dropped the connection: {exc}") from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import structlog
@@ -39,12 +39,12 @@ class Jobs:
         self.service = service
         self.debounce_s, self.max_delay_s, self.idle_s = debounce_s, max_delay_s, idle_s
         self.reconcile_s, self.gc_s = reconcile_s, gc_s
-        self.scheduler = AsyncIOScheduler(timezone=timezone.utc, job_defaults={"misfire_grace_time": None})
+        self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None})
         self._burst: dict[str, float] = {}  # key -> monotonic time of the burst's first event
         self._cache_gc: dict[str, float] = {}  # common dir -> time of its last cache gc
 
     def start(self) -> None:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         self.scheduler.add_job(self.reconcile, "interval", seconds=self.reconcile_s, id="reconcile",
                                next_run_time=now, coalesce=True, max_instances=1)
         self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
@@ -63,7 +63,7 @@ class Jobs:
             self._burst.pop(key, None)
             fn()
 
-        run_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
+        run_at = datetime.now(UTC) + timedelta(seconds=delay)
         self.scheduler.add_job(fire, "date", run_date=run_at, id=f"debounce:{key}", replace_existing=True)
 
     async def reconcile(self) -> None:

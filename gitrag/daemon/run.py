@@ -101,7 +101,7 @@ async def _serve(opts: Options) -> int:
 async def _finish(service: Service) -> None:
     """Let running syncs finish; spool what is still waiting so no event is lost."""
     results = await asyncio.gather(*(w.stop() for w in service.workers.values()), return_exceptions=True)
-    for worker, left in zip(list(service.workers.values()), results):
+    for worker, left in zip(list(service.workers.values()), results, strict=True):
         if isinstance(left, BaseException):
             log.error("worker did not stop cleanly", repo=worker.common_dir, error=repr(left))
             continue

@@ -88,7 +88,8 @@ async def _connection(handler: object, reader: asyncio.StreamReader, writer: asy
             try:
                 line = await reader.readline()
             except ValueError:  # longer than MAX_MESSAGE
-                await _send(writer, protocol.failure(f"request exceeds {protocol.MAX_MESSAGE} bytes", "ProtocolError", 2))
+                too_long = f"request exceeds {protocol.MAX_MESSAGE} bytes"
+                await _send(writer, protocol.failure(too_long, "ProtocolError", 2))
                 return
             if not line:
                 return
@@ -131,4 +132,5 @@ async def dispatch(handler: object, line: bytes) -> dict[str, Any]:
         return protocol.failure(str(exc), type(exc).__name__, exc.exit_code)
     except Exception as exc:
         log.exception("command crashed", op=op)
-        return protocol.failure(f"internal error in {op!r}: {exc!r}", "InternalError", 3, traceback=traceback.format_exc())
+        return protocol.failure(f"internal error in {op!r}: {exc!r}", "InternalError", 3,
+                                traceback=traceback.format_exc())

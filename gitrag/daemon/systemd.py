@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def unit_path() -> Path:
     return base / "systemd" / "user" / UNIT
 
 
-def render(python: str = sys.executable, env: dict[str, str] | None = None) -> str:
+def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -> str:
     """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME if set."""
     env = os.environ if env is None else env
     text = (resources.files("gitrag") / "systemd" / UNIT).read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -91,7 +91,7 @@ class RepoWorker:
         """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
         return await self._tracked(asyncio.to_thread(fn, *args))
 
-    async def _tracked(self, awaitable: Any) -> Any:
+    async def _tracked(self, awaitable: Awaitable[T]) -> T:
         self.busy += 1
         try:
             return await awaitable
