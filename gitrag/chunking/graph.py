@@ -8,6 +8,7 @@ enclosing definition.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from gitrag.chunking.names import Node, describe, text_of
 from gitrag.chunking.text import one_line
 
 _MAX_TARGET = 120
+QUERY_DEADLINE_S = 2.0  # then the (slower, linear) cursor walk is used instead
 _JS_CALLS = {"call_expression": "function", "new_expression": "constructor"}
 # call node type -> field holding the callee, or "..name" = source from the node start to
 # the end of field ``name`` (``this.x.go``, ``$this->go``, ``B::st``)
@@ -97,7 +99,11 @@ class _Walk:
         kind = inner_kind if info.kind == "function" else info.kind
         end_row, end_col = node.end_point
         end_line = end_row + (1 if end_col or end_row == node.start_point[0] else 0)
-        self.defs.append(SymbolDef(info.name, kind, node.start_point[0] + 1, end_line, self.source()))
+        parent = self.source()
+        sep = self.spec.sep
+        if not parent and sep in info.name and info.kind in ("function", "method"):
+            parent, kind = info.name.rsplit(sep, 1)[0], "method"  # Go receiver, C++ Foo::bar
+        self.defs.append(SymbolDef(info.name, kind, node.start_point[0] + 1, end_line, parent))
         if self.spec.name == "rust" and info.core.type == "impl_item" and info.members:
             trait = info.core.child_by_field_name("trait")
             if trait is not None:
@@ -123,7 +129,7 @@ class _Walk:
             if first is not None and first.type == "string":
                 self.ref("import", text_of(first, self.data).strip("'\"`"), node)
                 return
-        self.ref("call", callee, node)
+        self.ref("call", callee + "!" if node.type == "macro_invocation" else callee, node)
 
 
 def callee_text(node: Node, rule: str, data: bytes) -> str:
@@ -167,7 +173,10 @@ def import_targets(node: Node, lang: str, data: bytes) -> list[str]:
         return [_unquote(text_of(path, data))] if path is not None else []
     if t == "use_declaration":
         arg = node.child_by_field_name("argument")
-        return _rust_use(text_of(arg, data)) if arg is not None else []
+        return _expand_braces(text_of(arg, data)) if arg is not None else []
+    if t == "import_header":  # Kotlin: the path without any trailing comment
+        ident = next((c for c in node.named_children if c.type == "identifier"), None)
+        return [text_of(ident, data)] if ident is not None else []
     if t == "preproc_include":
         path = node.child_by_field_name("path")
         return [_unquote(text_of(path, data))] if path is not None else []
@@ -176,7 +185,10 @@ def import_targets(node: Node, lang: str, data: bytes) -> list[str]:
         text = one_line(text_of(node, data), 400)
         for word in ("import ", "static ", "using ", "use ", "extern crate ", "global ", "function ", "const "):
             text = text.replace(word, "", 1) if text.startswith(word) else text
-        return [p.strip() for p in text.rstrip(";").split(",") if p.strip()]
+        text = text.rstrip(";")
+        if "{" in text:
+            return _expand_braces(text)
+        return [p.strip() for p in text.split(",") if p.strip()]
     return []
 
 
@@ -195,7 +207,8 @@ def _python_imports(node: Node, data: bytes) -> list[str]:
     return [base + t if base.endswith(".") else f"{base}.{t}" for t in texts]
 
 
-def _rust_use(text: str) -> list[str]:
+def _expand_braces(text: str) -> list[str]:
+    """``a::{B, C}`` -> ``a::B``, ``a::C`` (one level; Rust ``use``, PHP group ``use``)."""
     text = "".join(text.split())
     if "{" not in text or not text.endswith("}"):
         return [text]
@@ -259,14 +272,49 @@ def _query(spec: LangSpec, types: set[str]) -> Any:
 def extract(tree: Any, spec: LangSpec, data: bytes) -> Graph:
     """Definitions and references of a parsed file.
 
-    Tree-sitter's query engine finds the interesting nodes (C speed, no recursion here);
-    they are then visited in document order, outer nodes before inner ones.
+    The interesting nodes are visited in document order, outer nodes before inner ones.
     """
-    from tree_sitter import QueryCursor
-
     walk = _Walk(spec, data)
-    captures = QueryCursor(_query(spec, walk.types)).captures(tree.root_node).get("n", [])
-    captures.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    for node in captures:
+    for node in _interesting(tree, spec, walk.types):
         walk.visit(node)
     return Graph(walk.defs, walk.refs, walk.error_bytes)
+
+
+def _interesting(tree: Any, spec: LangSpec, types: set[str]) -> list[Node]:
+    """Nodes of ``types``: found by tree-sitter's query engine (C speed) for a clean tree;
+    by a linear cursor walk when the tree has errors (queries go superlinear on wide
+    ERROR nodes) or when the query overruns :data:`QUERY_DEADLINE_S`."""
+    root = tree.root_node
+    if not root.has_error:
+        from tree_sitter import QueryCursor
+
+        deadline = time.monotonic() + QUERY_DEADLINE_S
+        aborted: list[bool] = []
+
+        def progress(*_state: Any) -> bool:
+            if time.monotonic() > deadline:
+                aborted.append(True)
+            return bool(aborted)
+
+        cursor = QueryCursor(_query(spec, types))
+        found = cursor.captures(root, progress_callback=progress).get("n", [])
+        if not aborted:
+            found.sort(key=lambda n: (n.start_byte, -n.end_byte))
+            return found
+    return _walk_tree(tree, types)
+
+
+def _walk_tree(tree: Any, types: set[str], limit: int = 5_000_000) -> list[Node]:
+    """Pre-order walk with a ``TreeCursor`` (no recursion), at most ``limit`` nodes."""
+    found: list[Node] = []
+    cursor = tree.walk()
+    for _ in range(limit):
+        node = cursor.node
+        if node.type in types:
+            found.append(node)
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return found
+    return found

@@ -26,6 +26,7 @@ _DECL_FIELDS = {
     "declaration": "declarator", "field_declaration": "declarator",
     "type_definition": "declarator", "const_element": "", "variable_declaration": "",
 }
+_RUBY_REQUIRES = frozenset({"require", "require_relative", "load"})
 _PATTERNS = frozenset({"pattern_list", "tuple_pattern", "list_pattern", "expression_list"})
 _NAMEISH = frozenset({"identifier", "constant", "simple_identifier", "name", "variable_name",
                       "type_identifier", "field_identifier"})
@@ -58,6 +59,11 @@ def _names_at(node: Node, spec: LangSpec, data: bytes, prefix: str) -> list[str]
         return ["<imports>"]
     if t in spec.attach:
         return []
+    if t == "call" and spec.name == "ruby":
+        method = node.child_by_field_name("method")
+        if method is not None and text_of(method, data) in _RUBY_REQUIRES:
+            return ["<imports>"]
+        return None
     info = describe(node, spec, data, prefix)
     if info is not None:
         return [info.name]

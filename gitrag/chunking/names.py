@@ -8,6 +8,7 @@ Everything here is bounded: no recursion, at most a few dozen nodes visited per 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class DefInfo:
     (``None`` for functions: their insides stay with them, unnamed)."""
 
     name: str
-    kind: str  # "function" | "class" | "module" (namespaces)
+    kind: str  # "function" | "method" (Go, receiver known) | "class" | "module" (namespace)
     core: Node
     body: Node | None
     members: str | None
@@ -79,15 +80,38 @@ def describe(node: Node, spec: LangSpec, data: bytes, prefix: str = "") -> DefIn
 
 def _def(name: str, prefix: str, spec: LangSpec, core: Node, body: Node | None,
          members: str | None, outer: Node, kind: str = "function") -> DefInfo:
-    qname = name if _already_qualified(core, spec) else qualify(prefix, name, spec.sep)
-    return _make(qname, kind, core, body, members, outer, "method")
+    if _already_qualified(core, spec):
+        return _make(name, "method", core, body, members, outer, "method")
+    return _make(qualify(prefix, name, spec.sep), kind, core, body, members, outer, "method")
 
 
 def _make(name: str, kind: str, core: Node, body: Node | None, members: str | None,
           outer: Node, member_kind: str) -> DefInfo:
-    start = core.start_byte if core.start_byte >= outer.start_byte else outer.start_byte
+    start = _after_annotations(core)
     end = body.start_byte if body is not None and body.start_byte > start else -1
     return DefInfo(_clip(name), kind, core, body, members, member_kind, start, end)
+
+
+_ANNOTATIONS = frozenset({"decorator", "marker_annotation", "annotation", "attribute_list",
+                          "attribute_item", "attributes", "comment", "line_comment",
+                          "block_comment"})
+
+
+def _after_annotations(core: Node) -> int:
+    """Where a signature starts: after leading decorators, annotations and attributes."""
+    start = core.start_byte
+    children = core.children
+    for _ in range(2):  # the node itself, then a leading ``modifiers`` node
+        for child in children:
+            if child.type not in _ANNOTATIONS:
+                break
+            start = child.end_byte
+        else:
+            return start
+        if child.type != "modifiers":
+            return max(start, child.start_byte)
+        children = child.children
+    return start
 
 
 def _clip(name: str) -> str:
@@ -207,13 +231,28 @@ def declarator_name(node: Node | None, data: bytes) -> str | None:
         if node is None:
             return None
         if node.type in _IDENTS:
-            return one_line(text_of(node, data), MAX_NAME)
+            return _strip_template_args(one_line(text_of(node, data), MAX_NAME))
         inner = _field(node, "declarator")
         if inner is None:
             named = [c for c in node.named_children if c.type in _IDENTS]
             return one_line(text_of(named[0], data), MAX_NAME) if named else None
         node = inner
     return None
+
+
+def _strip_template_args(name: str) -> str:
+    """``Shape<int>::area`` -> ``Shape::area`` (``operator<`` is left alone)."""
+    if "<" not in name or "operator" in name:
+        return name
+    for _ in range(8):
+        stripped = _TEMPLATE_ARGS.sub("", name)
+        if stripped == name:
+            break
+        name = stripped
+    return name
+
+
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
 
 
 def _name_text(node: Node, data: bytes) -> str | None:

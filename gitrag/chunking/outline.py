@@ -73,8 +73,7 @@ class Outline:
         kind = "module" if info.kind == "module" else "class"
         frame = Frame(self._new_group(), unit.context + (sig,), unit.context, True, unit.prefix,
                       info.member_kind, kind, (), info.name)
-        head = ((info.name, True),) if info.kind != "module" else unit.labels
-        return self._split(unit, info.body.named_children, frame, header=head)
+        return self._split(unit, info.body.named_children, frame, header=((info.name, True),))
 
     def _fragments(self, unit: Unit, info: DefInfo, kids: list[Node]) -> list[Unit]:
         sig = signature(info, self.data)
@@ -119,7 +118,7 @@ class Outline:
         offset = len(bounds) - 1 - len(kept)  # 1 when a header piece leads
         if offset:
             units.append(Unit(bounds[0], bounds[1], frame.kind, header or (), frame.fallback,
-                              frame.first_context, frame.group, "free"))
+                              frame.first_context, frame.group, "head"))
         for i, (span, info) in enumerate(kept):
             start, end = bounds[i + offset], bounds[i + offset + 1]
             context = frame.first_context if start == parent.start else frame.context

@@ -21,7 +21,7 @@ from gitrag.chunking.text import embedding_text, header
 TARGET_NONWS = 1200  # soft target, non-whitespace bytes per chunk...
 NONWS_PER_TOKEN = 3.5  # ...lowered to this many per token of the cap when that is smaller
 TRIVIAL_NONWS = 24  # a closing brace, a short comment: always glued to a neighbour
-TINY_DEF_NONWS = 160  # definitions this small merge with adjacent small definitions
+TINY_DEF_NONWS = 100  # definitions this small merge with adjacent small definitions
 MAX_MERGED_LABELS = 8
 _WS = np.ones(256, dtype=np.int32)
 _WS[list(b" \t\r\n\f\v")] = 0
@@ -34,7 +34,8 @@ class Unit:
     """A byte range ``[start, end)`` on its way to becoming a chunk.
 
     ``mode`` decides merging: ``def`` (a definition), ``free`` (module code, fragments),
-    ``error`` (parser-rejected code), ``fixed`` (text windows, never merged).
+    ``head`` (a container's header: joins whatever follows), ``error`` (parser-rejected
+    code), ``fixed`` (text windows, never merged).
     """
 
     start: int
@@ -179,7 +180,7 @@ def _greedy(units: list[Unit], sizer: Sizer, exact: bool) -> list[Unit]:
 
 
 def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
-    if a.group != b.group or "fixed" in (a.mode, b.mode):
+    if "fixed" in (a.mode, b.mode) or (a.group != b.group and a.mode != "head"):
         return False
     if sizer.nonws(a.start, b.end) > sizer.target:
         return False
@@ -187,8 +188,10 @@ def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
         return True
     if a.mode != "def" and not a.parts and sizer.nonws(a.start, a.end) <= TRIVIAL_NONWS:
         return True
+    if a.mode == "head":
+        return True
     if a.mode == "def" or b.mode == "def":
-        return (a.small_def and b.small_def
+        return (a.small_def and b.small_def and a.kind == b.kind
                 and sizer.nonws(a.start, b.end) <= sizer.target // 2
                 and len(a.labels) + len(b.labels) <= MAX_MERGED_LABELS)
     return a.mode == b.mode
@@ -199,8 +202,9 @@ def _join(a: Unit, b: Unit, sizer: Sizer, exact: bool) -> Unit | None:
     labels = combine_labels(a.labels, b.labels)
     is_def = "def" in (a.mode, b.mode)
     first = a if a.mode == "def" or not is_def else b
+    mode = "def" if is_def else b.mode if a.mode == "head" else a.mode
     joined = a.copy(
-        end=b.end, labels=labels, kind=first.kind, mode="def" if is_def else a.mode,
+        end=b.end, labels=labels, kind=first.kind, mode=mode,
         node=None, info=None, small_def=a.small_def and b.small_def,
         parts=(a.parts or (a,)) + (b.parts or (b,)),
         fallback=a.fallback if a.labels or not b.labels else b.fallback,

@@ -6,10 +6,16 @@ UTF-8 character boundaries (a lead byte, never a continuation byte ``10xxxxxx``)
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
+
 from gitrag.chunking.split import Sizer, Unit
 
 TEXT_MAX_LINES = 60  # line windows of plain text: at most this many lines...
 TEXT_MIN_LINES = 40  # ...cut at a blank line after this many when there is one
+_MAX_PROBES = 6  # token counts spent looking for the longest fitting window
+_AIM = 0.92  # proportional guesses aim this far below the cap...
+_GOOD_ENOUGH = 0.85  # ...and a window this full is accepted at once
 
 
 def split_unit(unit: Unit, sizer: Sizer, *, max_lines: int = 0, min_lines: int = 0) -> list[Unit]:
@@ -33,14 +39,18 @@ def _piece(unit: Unit, start: int, end: int) -> Unit:
 
 
 def _line_cuts(sizer: Sizer, start: int, end: int, max_lines: int) -> list[int]:
-    """Ends of the lines from ``start``, while they stay within the non-ws target."""
+    """Ends of the lines from ``start``, while they stay within the non-ws target and
+    number at most ``max_tokens`` non-blank lines (each costs at least one token)."""
     data = sizer.data
     cuts: list[int] = []
-    pos = start
+    pos, filled = start, 0
     while pos < end:
         nl = data.find(b"\n", pos, end)
         cut = end if nl < 0 else nl + 1
         if cuts and sizer.nonws(start, cut) > sizer.target:
+            break
+        filled += sizer.nonws(pos, cut) > 0
+        if cuts and filled > sizer.max_tokens:
             break
         cuts.append(cut)
         if max_lines and len(cuts) >= max_lines:
@@ -51,7 +61,8 @@ def _line_cuts(sizer: Sizer, start: int, end: int, max_lines: int) -> list[int]:
 
 def _take(unit: Unit, start: int, sizer: Sizer, max_lines: int, min_lines: int) -> Unit:
     cuts = _line_cuts(sizer, start, unit.end, max_lines)
-    best = _largest(cuts, lambda cut: _piece(unit, start, cut), sizer)
+    best = _search(len(cuts), lambda i: _piece(unit, start, cuts[i]), cuts.__getitem__,
+                   lambda pos: bisect.bisect_right(cuts, pos) - 1, start, sizer)
     if best is None:
         return _take_bytes(unit, start, cuts[0], sizer)
     index, piece = best
@@ -62,19 +73,32 @@ def _take(unit: Unit, start: int, sizer: Sizer, max_lines: int, min_lines: int) 
     return piece
 
 
-def _largest(cuts: list[int], make, sizer: Sizer) -> tuple[int, Unit] | None:  # type: ignore[no-untyped-def]
-    """Binary search for the largest cut whose unit fits (the last one is tried first)."""
-    last = make(cuts[-1])
-    if sizer.fits(last):
-        return len(cuts) - 1, last
-    lo, hi, best = 0, len(cuts) - 2, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        piece = make(cuts[mid])
-        if sizer.fits(piece):
-            best, lo = (mid, piece), mid + 1
+def _search(count: int, make: Callable[[int], Unit | None], position: Callable[[int], int],
+            index_of: Callable[[int], int], start: int, sizer: Sizer) -> tuple[int, Unit] | None:
+    """The largest candidate ``i`` in ``[0, count)`` whose unit fits, or ``None``.
+
+    Fitting is taken to be monotone in ``i``. The first probes guess from the token
+    count of the last failure (tokens grow about linearly with bytes), then bisection
+    takes over; a fit filling :data:`_GOOD_ENOUGH` of the cap, or the best fit after
+    :data:`_MAX_PROBES` probes, is accepted.
+    """
+    lo, hi, best, guess, probes = -1, count, None, count - 1, 0
+    while hi - lo > 1:
+        index = min(max(guess, lo + 1), hi - 1)
+        piece = make(index)
+        probes += 1
+        if piece is not None and sizer.fits(piece):
+            lo, best = index, (index, piece)
+            if piece.tokens >= _GOOD_ENOUGH * sizer.max_tokens:
+                break
         else:
-            hi = mid - 1
+            hi = index
+        if best is not None and probes >= _MAX_PROBES:
+            break
+        guess = (lo + hi) // 2
+        if probes <= 2 and piece is not None and piece.tokens > sizer.max_tokens:
+            span = position(index) - start
+            guess = index_of(start + int(span * _AIM * sizer.max_tokens / piece.tokens))
     return best
 
 
@@ -107,19 +131,19 @@ def _take_bytes(unit: Unit, start: int, line_end: int, sizer: Sizer) -> Unit:
     """The longest fitting prefix of ``[start, line_end)`` ending on a character boundary."""
     data = sizer.data
     lo, hi = start + 1, line_end
-    while lo < hi:  # largest position within the non-ws target
+    while lo < hi:  # largest position within the non-ws target (O(1) per step)
         mid = (lo + hi + 1) // 2
         if sizer.nonws(start, mid) <= sizer.target:
             lo = mid
         else:
             hi = mid - 1
-    lo, hi, best = start + 1, lo, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        cut = char_boundary(data, mid)
-        piece = _piece(unit, start, cut) if cut > start else None
-        if piece is not None and sizer.fits(piece):
-            best, lo = piece, mid + 1
-        else:
-            hi = mid - 1
-    return best or _piece(unit, start, _next_char(data, start, line_end))
+
+    def make(i: int) -> Unit | None:
+        cut = char_boundary(data, start + 1 + i)
+        return _piece(unit, start, cut) if cut > start else None
+
+    best = _search(lo - start, make, lambda i: start + 1 + i, lambda pos: pos - start - 1,
+                   start, sizer)
+    if best is not None:
+        return best[1]
+    return _piece(unit, start, _next_char(data, start, line_end))
