@@ -24,7 +24,7 @@ from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
 from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
 from gitrag.gitrepo import GitRepo
-from gitrag.install import HOOKS, explain, find_target, is_ours
+from gitrag.install import HOOKS, explain, find_target, is_ours, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
 
@@ -55,14 +55,14 @@ def check_hooks(repo: GitRepo) -> Check:
     if not registry.is_registered(repo.common_dir):
         return Check("hooks", "fail", f"{repo.common_dir} is not registered: the daemon ignores its events",
                      f"gitrag install --repo {repo.root}")
-    missing = [n for n in HOOKS if not (is_ours(target.folder / n) and os.access(target.folder / n, os.X_OK))]
+    missing = [n for n in HOOKS if not (is_ours(slot(target.folder, n)) and os.access(slot(target.folder, n), os.X_OK))]
     if missing:
         shadow = ""
         if target.hooks_path:
             shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})"
         return Check("hooks", "fail", f"{', '.join(missing)} not installed in {target.folder}{shadow}",
                      f"gitrag install --repo {repo.root}")
-    python = _hook_python(target.folder / HOOKS[0])
+    python = _hook_python(slot(target.folder, HOOKS[0]))
     if python and not os.access(python, os.X_OK):
         return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")
     lines = explain(target)
