@@ -344,7 +344,9 @@ def stream_chat(settings: Settings, messages: list[dict[str, str]], on_piece: Ca
                 on_piece(piece)
     except ollama.ResponseError as exc:
         if exc.status_code == 404:
-            raise AnswerUnavailable(f"chat model {model!r} is not on the Ollama server at {host}; run `ollama pull {model}`") from None
+            raise AnswerUnavailable(
+                f"chat model {model!r} is not on the Ollama server at {host}; run `ollama pull {model}`"
+            ) from None
         raise AnswerUnavailable(f"the chat model {model!r} failed at {host}: {_one_line(exc.error)}") from None
     except (ConnectionError, httpx.ConnectError):
         raise AnswerUnavailable(

@@ -174,6 +174,11 @@ class Tools:
 
 # -- the server --------------------------------------------------------------------------------
 
+_QUERY = "What to find: a question, a description of behaviour, or identifiers."
+_PREFIX = "Only paths starting with this repository-relative prefix, e.g. 'src/net/'."
+_LANGUAGE = "Only this language, e.g. 'python', 'go', 'rust', 'markdown'."
+_NAME = "A function, method, class or type name, bare or qualified."
+_PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
 _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
 _FRESH = ("Every result also has branch, commit (indexed commit), head, up_to_date and worktree_changes.")
 
@@ -188,13 +193,13 @@ def build_server(tools: Tools) -> MCPServer:
         "fused by RRF). Returns up to k results, best first: {path, start_line, end_line (1-based, inclusive), "
         "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}. " + _FRESH))
     def search_code(
-        query: Annotated[str, Field(description="What to find: a question, a description of behaviour, or identifiers.", min_length=1)],
+        query: Annotated[str, Field(description=_QUERY, min_length=1)],
         k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
         mode: Annotated[Literal["hybrid", "dense", "sparse"], Field(
             description="hybrid (default) fuses dense and sparse; dense = embeddings only; sparse = BM25 terms only "
                         "(best for exact identifiers).")] = "hybrid",
-        path_prefix: Annotated[str, Field(description="Only paths starting with this repository-relative prefix, e.g. 'src/net/'.")] = "",
-        language: Annotated[str, Field(description="Only this language, e.g. 'python', 'go', 'rust', 'markdown'.")] = "",
+        path_prefix: Annotated[str, Field(description=_PREFIX)] = "",
+        language: Annotated[str, Field(description=_LANGUAGE)] = "",
     ) -> dict[str, Any]:
         return tools.run(tools.search_code, query, k, mode, path_prefix, language)
 
@@ -203,7 +208,7 @@ def build_server(tools: Tools) -> MCPServer:
         "definitions whose qualified name ends with it ('greet'). Returns {definitions: [{path, start_line, "
         f"end_line, name, kind, parent, language, snippet}}], total}} (at most {MAX_DEFINITIONS}). " + _FRESH))
     def get_symbol(
-        name: Annotated[str, Field(description="A function, method, class or type name, bare or qualified.", min_length=1)],
+        name: Annotated[str, Field(description=_NAME, min_length=1)],
     ) -> dict[str, Any]:
         return tools.run(tools.get_symbol, name)
 
@@ -223,7 +228,7 @@ def build_server(tools: Tools) -> MCPServer:
         "The definitions of one file in source order: {path, definitions: [{path, start_line, end_line, name, "
         "kind, parent, language}]}; nesting is given by parent. " + _FRESH))
     def get_file_outline(
-        path: Annotated[str, Field(description="Repository-relative path with '/' separators, e.g. 'src/app/core.py'.", min_length=1)],
+        path: Annotated[str, Field(description=_PATH, min_length=1)],
     ) -> dict[str, Any]:
         return tools.run(tools.get_file_outline, path)
 

@@ -362,7 +362,9 @@ def file_outline(ws: Workspace, path: str) -> list[Definition]:
     a language without a grammar). Raises NotFound when the path is not indexed."""
     index = symbol_index(ws)
     if path not in index.paths:
-        raise NotFound(f"{path!r} is not in the index of branch {ws.repo.branch()!r} (not tracked, skipped or not indexed yet)")
+        raise NotFound(
+            f"{path!r} is not in the index of branch {ws.repo.branch()!r} (not tracked, skipped or not indexed yet)"
+        )
     return list(index.by_path.get(path, []))
 
 
