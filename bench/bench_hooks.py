@@ -5,7 +5,8 @@
 1. Commit latency, side by side in one run: two identical repositories, one plain, one
    with ``gitrag install --no-systemd`` (hooks + a running daemon); commits alternate
    between them (same machine state for both) and each ``git commit`` is timed as a
-   whole process. Goal: under 30 ms added at the median.
+   whole process. Goal: under 30 ms added at the median. Also the post-commit script
+   run by itself, against an empty shell script (what the hook costs with no git noise).
 2. The daemon's RSS (VmRSS, MB): idle after start, idle after the first index, and the
    peak while it indexes ``--files`` generated Python files (sampled every 20 ms).
 
@@ -53,6 +54,12 @@ def timed_commit(repo: Path, n: int) -> float:
     git(repo, "add", "-A")
     t0 = time.perf_counter()
     subprocess.run(["git", "commit", "-q", "-m", f"c{n}"], cwd=repo, check=True, env={**os.environ, **ENV})
+    return (time.perf_counter() - t0) * 1000
+
+
+def timed_run(cmd: list[str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, env={**os.environ, **ENV})
     return (time.perf_counter() - t0) * 1000
 
 
@@ -111,6 +118,14 @@ def main() -> None:
             plain_ms.append(timed_commit(plain, i))
             hooked_ms.append(timed_commit(hooked, i))
             time.sleep(0.1)  # commits are seconds apart in life; let the notifier finish
+        bare_ms, hook_ms = [], []  # the post-commit script alone, against an empty sh script
+        noop = tmp / "noop.sh"
+        noop.write_text("#!/bin/sh\nexit 0\n")
+        noop.chmod(0o755)
+        for _ in range(opts.commits):
+            bare_ms.append(timed_run([str(noop)], hooked))
+            hook_ms.append(timed_run([str(hooked / ".git" / "hooks" / "post-commit")], hooked))
+            time.sleep(0.1)
         wait_indexed(hooked)
         work = threading.Thread(target=gitrag, args=("install", "--no-systemd", "--repo", str(big)))
         t0 = time.perf_counter()
@@ -125,6 +140,8 @@ def main() -> None:
     print(f"  without hooks                                   {med_p:7.1f} {p90(plain_ms):6.1f}")
     print(f"  with gitrag hooks + daemon                      {med_h:7.1f} {p90(hooked_ms):6.1f}")
     print(f"  added by gitrag                                 {med_h - med_p:7.1f}   (goal < 30)")
+    script_ms = statistics.median(hook_ms) - statistics.median(bare_ms)
+    print(f"  post-commit script alone, minus an empty script {script_ms:7.1f}")
     print(f"daemon RSS (MB), embedder {opts.embedder}")
     print(f"  idle after start                                {idle_start:7.1f}")
     print(f"  idle after indexing a small repository          {idle_indexed:7.1f}")
