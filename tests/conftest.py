@@ -48,3 +48,19 @@ def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
     proc = start_daemon()
     yield proc
     stop_daemon(proc)
+
+
+@pytest.fixture
+def daemons(isolated_home: Path):  # type: ignore[no-untyped-def]
+    """``start(*args)`` starts a real daemon (see ``daemon``); every one is stopped after the test."""
+    from tests.daemonutil import start_daemon, stop_daemon
+
+    procs = []
+
+    def start(*extra: str):  # type: ignore[no-untyped-def]
+        procs.append(start_daemon(*extra))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        stop_daemon(proc)

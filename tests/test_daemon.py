@@ -22,7 +22,7 @@ from gitrag import config
 from gitrag.daemon import client, protocol, registry, spool
 from gitrag.daemon.server import SocketInUse, clear_stale, dispatch, peer_uid, serve
 from gitrag.errors import NotIndexed
-from tests.daemonutil import gitrag, gitrag_json, indexed_at, start_daemon, stop_daemon, wait_for
+from tests.daemonutil import gitrag, gitrag_json, indexed_at, stop_daemon, wait_for
 from tests.gitutil import Repo
 
 
@@ -111,29 +111,26 @@ def test_git_operations_keep_the_index_current(repo: Repo, daemon: subprocess.Po
     _status_up_to_date(repo.path, "feature", repo.head())  # the main work tree is untouched
 
 
-def test_commits_while_the_daemon_is_down_are_indexed_when_it_starts(repo: Repo) -> None:
+def test_commits_while_the_daemon_is_down_are_indexed_when_it_starts(repo: Repo, daemons: Any) -> None:
     repo.write("a.py", "def alpha():\n    return 1\n")
     repo.commit("first")
-    proc = start_daemon()
+    proc = daemons()
     gitrag("install", "--no-systemd", "--repo", str(repo.path))
     assert stop_daemon(proc) == 0
     repo.write("b.py", "def written_while_down():\n    return 2\n")
     head = repo.commit("while the daemon is down")  # the commit succeeds
     wait_for(lambda: spool.pending(), "the event in the spool")
-    proc = start_daemon()
-    try:
-        wait_for(lambda: indexed_at(repo.path, head), "the spooled commit to be indexed")
-        assert spool.pending() == 0
-    finally:
-        stop_daemon(proc)
+    daemons()
+    wait_for(lambda: indexed_at(repo.path, head), "the spooled commit to be indexed")
+    assert spool.pending() == 0
 
 
-def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo) -> None:
+def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo, daemons: Any) -> None:
     repo.write("a.py", "x = 1\n")
     repo.commit("first")
     registry.add(repo.path / ".git")
     gitrag("index", "--repo", str(repo.path))  # nothing for the start-up reconcile to do
-    proc = start_daemon("--debounce", "60")
+    proc = daemons("--debounce", "60")
     reply = client.request("notify", repo=str(repo.path), hook="post-commit", args=[])
     assert reply["accepted"]
     assert stop_daemon(proc) == 0
@@ -142,12 +139,12 @@ def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo) -> No
     assert Path(event["repo"]) == repo.path.resolve()
 
 
-def test_sigterm_lets_the_running_sync_finish(repo: Repo) -> None:
+def test_sigterm_lets_the_running_sync_finish(repo: Repo, daemons: Any) -> None:
     for i in range(1000):  # a first index that takes a few seconds, even with the hash embedder
         repo.write(f"pkg/mod_{i}.py", "".join(f"def f_{i}_{j}(x):\n    return x + {j}\n\n" for j in range(6)))
     head = repo.commit("big")
     registry.add(repo.path / ".git")
-    proc = start_daemon()  # the start-up reconcile begins the sync
+    proc = daemons()  # the start-up reconcile begins the sync
     wait_for(lambda: client.request("status", repo=str(repo.path))["repos"][0]["queue"], "the sync to start",
              every_s=0.02)
     assert stop_daemon(proc) == 0
