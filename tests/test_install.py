@@ -216,3 +216,38 @@ def test_doctor_explains_ollama_problems_with_the_fix() -> None:
         server.server_close()
     down = check_embedder(replace(settings, ollama_host=host))  # nothing listens there any more
     assert (down.status, down.fix) == ("fail", "ollama serve")
+
+
+def test_install_with_systemd_writes_enables_and_removes_the_unit(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in `systemctl` (no user manager here) records its calls and starts/stops a daemon."""
+    calls, bin_dir = tmp_path / "systemctl-calls", tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        'case "$*" in\n'
+        f'  *restart*|*"enable --now"*) ({sys.executable} -m gitrag daemon </dev/null >/dev/null 2>&1 &) ;;\n'
+        f'  *"disable --now"*) {sys.executable} -m gitrag daemon --stop >/dev/null 2>&1 ;;\n'
+        "esac\n"
+    )
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    repo.write("a.py", "def first():\n    return 1\n")
+    repo.commit("first")
+    try:
+        gitrag("install", "--repo", str(repo.path))  # systemd is the default where systemctl --user works
+        unit_file = tmp_path / "config" / "systemd" / "user" / unit.UNIT
+        assert f"ExecStart={sys.executable} -m gitrag daemon" in unit_file.read_text()
+        assert calls.read_text().splitlines()[1:] == [
+            "--user daemon-reload", f"--user enable {unit.UNIT}", f"--user restart {unit.UNIT}"]
+        assert client.probe()["running"]
+        gitrag("install", "--repo", str(repo.path))
+        assert calls.read_text().splitlines()[-1] == f"--user enable --now {unit.UNIT}"  # unit unchanged
+        gitrag("uninstall", "--repo", str(repo.path))
+        assert not unit_file.exists() and f"--user disable --now {unit.UNIT}" in calls.read_text()
+        assert not client.probe()["running"]
+    finally:
+        gitrag("daemon", "--stop")

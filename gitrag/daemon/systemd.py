@@ -64,14 +64,15 @@ def _systemctl(*args: str) -> None:
 def install(python: str = sys.executable) -> list[str]:
     """Write, enable and start the unit; returns what changed. Raises SystemdError."""
     path, text = unit_path(), render(python)
-    changes = []
-    if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        changes.append(f"wrote {path}")
-        _systemctl("daemon-reload")
-    _systemctl("enable", "--now", UNIT)
-    return changes + [f"enabled and started {UNIT} (systemctl --user status {UNIT})"]
+    if path.exists() and path.read_text() == text:
+        _systemctl("enable", "--now", UNIT)
+        return []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    _systemctl("daemon-reload")
+    _systemctl("enable", UNIT)
+    _systemctl("restart", UNIT)  # a running service picks up the new unit
+    return [f"wrote {path}", f"enabled and started {UNIT} (systemctl --user status {UNIT})"]
 
 
 def uninstall() -> list[str]:
