@@ -54,14 +54,15 @@ def wait_rebase_end(git_dir: Path, poll: float = REBASE_POLL, limit: float = REB
 
 def locate(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
     """``(work tree, common git dir)`` of the repository at ``cwd``; None outside one."""
-    proc = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel", "--git-common-dir"],
-        cwd=cwd, env=env, capture_output=True, text=True, check=False,
-    )
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or len(lines) != 2:
-        return None
-    return str(Path(lines[0]).resolve()), str((cwd / lines[1]).resolve())
+    for absolute in (["--path-format=absolute"], []):  # the option needs git 2.31
+        proc = subprocess.run(
+            ["git", "rev-parse", *absolute, "--show-toplevel", "--git-common-dir"],
+            cwd=cwd, env=env, capture_output=True, text=True, check=False,
+        )
+        lines = proc.stdout.splitlines()
+        if proc.returncode == 0 and len(lines) == 2:
+            return str(Path(lines[0]).resolve()), str((cwd / lines[1]).resolve())
+    return None
 
 
 def event(hook: str, hook_args: list[str], worktree: str, common_dir: str) -> dict[str, Any]:
