@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from gitrag import config
 from gitrag.daemon import client, protocol, registry, spool
 from gitrag.daemon.server import SocketInUse, clear_stale, dispatch, peer_uid, serve
 from gitrag.errors import NotIndexed
+from gitrag.gitrepo import GitRepo
 from tests.daemonutil import gitrag, gitrag_json, indexed_at, stop_daemon, wait_for
 from tests.gitutil import Repo
 
@@ -253,3 +255,27 @@ def test_socket_path_stays_under_the_unix_limit(monkeypatch: pytest.MonkeyPatch,
     path = protocol.socket_path()
     assert len(os.fsencode(path)) <= protocol.MAX_SOCKET_PATH
     assert path.parent == Path(f"/tmp/gitrag-{os.getuid()}")
+
+
+def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> None:
+    from gitrag.daemon import gc
+    from gitrag.indexer import Indexer
+    from gitrag.workspace import open_workspace
+
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("first")
+    ws = open_workspace(repo.path)
+    try:
+        Indexer(ws).sync()
+        repo.git("checkout", "-q", "-b", "old")
+        Indexer(replace(ws, repo=GitRepo(repo.path))).sync()
+        repo.git("checkout", "-q", "main")
+        ws.state.db.execute("UPDATE branches SET last_used=0")  # both unused for ages
+        old = ws.state.branch("old")
+        assert old is not None and ws.store.has_collection(old.collection)
+        assert gc.drop_expired(ws, checked_out={"main"}) == ["old"]  # main is checked out: kept
+        assert not ws.store.has_collection(old.collection) and ws.state.point_count("old")  # the manifest stays
+        assert gc.worktrees(repo.path / ".git") == [str(repo.path.resolve())]
+        assert not gc.stale(GitRepo(repo.path), ws.state)
+    finally:
+        ws.close()
