@@ -102,6 +102,10 @@ class _Walk:
         if not parent and sep in info.name and info.kind in ("function", "method"):
             parent, kind = info.name.rsplit(sep, 1)[0], "method"  # Go receiver, C++ Foo::bar
         self.defs.append(SymbolDef(info.name, kind, node.start_point[0] + 1, end_line, parent))
+        bases = info.core.child_by_field_name("superclasses")  # Python
+        if bases is not None:
+            for target in inherit_targets(bases, self.spec.name, self.data):
+                self.ref("inherit", target, bases, source=info.name)
         if self.spec.name == "rust" and info.core.type == "impl_item" and info.members:
             trait = info.core.child_by_field_name("trait")
             if trait is not None:

@@ -80,9 +80,10 @@ def describe(node: Node, spec: LangSpec, data: bytes, prefix: str = "") -> DefIn
 
 def _def(name: str, prefix: str, spec: LangSpec, core: Node, body: Node | None,
          members: str | None, outer: Node, kind: str = "function") -> DefInfo:
+    inner = "method" if members is not None else "function"
     if _already_qualified(core, spec):
-        return _make(name, "method", core, body, members, outer, "method")
-    return _make(qualify(prefix, name, spec.sep), kind, core, body, members, outer, "method")
+        return _make(name, "method", core, body, members, outer, inner)
+    return _make(qualify(prefix, name, spec.sep), kind, core, body, members, outer, inner)
 
 
 def _make(name: str, kind: str, core: Node, body: Node | None, members: str | None,
