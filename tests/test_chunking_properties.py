@@ -169,3 +169,85 @@ def test_default_token_estimate_is_len_over_three() -> None:
     analysis = analyze("gitrag/chunking/split.py", data)
     check_tiling(data, analysis)
     assert all(-(-len(c.text) // 3) <= 256 for c in analysis.chunks)
+
+
+# --- generated files in each language -------------------------------------------------
+# Each generator returns the source and, for every definition it wrote, the qualified
+# name and the byte offset of the line holding its keyword; the chunk holding that byte
+# must name the definition (same rule as for Python above, with "." or "::").
+
+Gen = tuple[str, list[tuple[str, int]]]
+
+# language -> (extension, class open, method, class close, function, statement)
+_TEMPLATES: dict[str, tuple[str, str, str, str, str, str]] = {
+    "python": ("py", "class {c}(Base):\n", "    def {m}(self, arg):\n{body}",
+               "", "def {f}(arg):\n{body}", "{ind}value_{i} = compute_{i}(arg, {i}, 'text {i}')\n"),
+    "javascript": ("js", "class {c} extends Base {{\n", "  {m}(arg) {{\n{body}  }}\n", "}}\n",
+                   "function {f}(arg) {{\n{body}}}\n", "{ind}const value{i} = compute{i}(arg, {i}, 'text');\n"),
+    "typescript": ("ts", "export class {c} extends Base {{\n", "  {m}(arg: number): number {{\n{body}  }}\n",
+                   "}}\n", "export const {f} = (arg: number) => {{\n{body}}};\n",
+                   "{ind}const value{i}: number = compute{i}(arg, {i});\n"),
+    "go": ("go", "type {c} struct {{\n\tBase\n}}\n", "func (s *{c}) {m}(arg int) int {{\n{body}\treturn 0\n}}\n",
+           "", "func {f}(arg int) int {{\n{body}\treturn 0\n}}\n", "{ind}value{i} := compute{i}(arg, {i}, \"text\")\n"),
+    "rust": ("rs", "impl {c} {{\n", "    fn {m}(&self, arg: u32) -> u32 {{\n{body}        0\n    }}\n", "}}\n",
+             "fn {f}(arg: u32) -> u32 {{\n{body}    0\n}}\n", "{ind}let value{i} = compute{i}(arg, {i});\n"),
+    "java": ("java", "class {c} extends Base {{\n", "    public int {m}(int arg) {{\n{body}        return 0;\n    }}\n",
+             "}}\n", "", "{ind}int value{i} = compute{i}(arg, {i});\n"),
+    "cpp": ("cpp", "class {c} : public Base {{\n public:\n", "  int {m}(int arg) {{\n{body}    return 0;\n  }}\n",
+            "}};\n", "int {f}(int arg) {{\n{body}  return 0;\n}}\n", "{ind}int value{i} = compute{i}(arg, {i});\n"),
+    "csharp": ("cs", "public class {c} : Base {{\n", "    public int {m}(int arg) {{\n{body}        return 0;\n    }}\n",
+               "}}\n", "", "{ind}var value{i} = Compute{i}(arg, {i});\n"),
+    "kotlin": ("kt", "class {c} : Base() {{\n", "    fun {m}(arg: Int): Int {{\n{body}        return 0\n    }}\n",
+               "}}\n", "fun {f}(arg: Int): Int {{\n{body}    return 0\n}}\n", "{ind}val value{i} = compute{i}(arg, {i})\n"),
+    "php": ("php", "class {c} extends Base {{\n", "    public function {m}($arg) {{\n{body}        return 0;\n    }}\n",
+            "}}\n", "function {f}($arg) {{\n{body}    return 0;\n}}\n", "{ind}$value{i} = compute{i}($arg, {i});\n"),
+    "ruby": ("rb", "class {c} < Base\n", "  def {m}(arg)\n{body}  end\n", "end\n",
+             "def {f}(arg)\n{body}end\n", "{ind}value{i} = compute{i}(arg, {i})\n"),
+    "c": ("c", "", "", "", "int {f}(int arg) {{\n{body}  return 0;\n}}\n", "{ind}int value{i} = compute{i}(arg, {i});\n"),
+}
+
+
+def generate(language: str, seed: int) -> Gen:
+    import random
+
+    ext, class_open, method, class_close, function, statement = _TEMPLATES[language]
+    rng = random.Random(seed)
+    sep = "::" if language in ("rust", "cpp") else "."
+    out = "<?php\n" if language == "php" else ""
+    expected: list[tuple[str, int]] = []
+
+    def body(indent: str) -> str:
+        return "".join(statement.format(ind=indent, i=i) for i in range(rng.choice([1, 2, 4, 12, 60])))
+
+    for n in range(rng.randint(3, 12)):
+        if class_open and rng.random() < 0.6:
+            cls = f"Type{n}"
+            if language in ("go", "rust"):
+                out += f"struct {cls} {{ x: u32 }}\n" if language == "rust" else ""
+            expected.append((cls, len(out.encode()))) if language != "rust" else None
+            out += class_open.format(c=cls)
+            inner = "        " if language not in ("ruby", "cpp", "javascript", "typescript") else "    "
+            for k in range(rng.randint(1, 8)):
+                expected.append((f"{cls}{sep}method{k}", len(out.encode())))
+                out += method.format(c=cls, m=f"method{k}", body=body(inner)) + "\n"
+            out += class_close.format() + "\n"
+        elif function:
+            name = f"function{n}"
+            expected.append((name, len(out.encode())))
+            out += function.format(f=name, body=body("    ")) + "\n"
+    return f"generated.{ext}", out, expected  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("language", sorted(_TEMPLATES))
+def test_generated_files(language: str) -> None:
+    for seed in range(6):
+        path, source, expected = generate(language, seed)  # type: ignore[misc]
+        data = source.encode()
+        analysis = check_file(path, data)
+        assert analysis.language == language and not analysis.error_bytes, (seed, source[:300])
+        starts = [c.start_byte for c in analysis.chunks]
+        for qualified, offset in expected:
+            chunk = analysis.chunks[bisect.bisect_right(starts, offset) - 1]
+            entries = chunk.symbol.split(", ")
+            assert any(e == qualified or qualified.startswith((e + ".", e + "::"))
+                       for e in entries), (seed, qualified, chunk.symbol)
