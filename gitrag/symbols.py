@@ -14,7 +14,8 @@ Public API (``ws`` is an open :class:`~gitrag.workspace.Workspace`):
 * :func:`file_outline` ``(ws, path) -> list[Definition]`` — a file's definitions in
   source order. Raises :class:`NotFound` for a path the index does not hold.
 * :func:`dependencies` ``(ws, symbol, hops=1, path=None) -> dict[str, list[Link]]`` —
-  keys ``callees``, ``callers``, ``imports``, ``bases``, ``subclasses``.
+  keys ``callees``, ``callers``, ``imports``, ``bases``, ``subclasses``; each edge a
+  :class:`Link` with the related :class:`Definition` and how ambiguous it is.
 
 Resolution is by name, not by types: a reference's target resolves to definitions whose
 last name segment matches (``self.helper`` -> ``helper``), narrowed to the best tier:
@@ -46,6 +47,7 @@ from gitrag.workspace import Workspace
 RELATIONS = ("callees", "callers", "imports", "bases", "subclasses")
 MAX_HOPS = 5
 MAX_LINKS = 200  # per relation, over all hops
+FOLLOW_MAX_CANDIDATES = 3  # hops go on only through edges resolved to at most this many definitions
 CACHE_SIZE = 8
 _SPLIT = re.compile(r"::|->|[.#\\]")
 _RECEIVERS = frozenset({"self", "this", "cls", "super()", "super", "Self", "static"})
@@ -100,7 +102,10 @@ class Link:
     ``callers``, when the call is at module level. ``name``: the target as written
     (callees, imports, bases) or the referencing definition's name (callers, subclasses;
     ``<module>`` at module level). ``path``/``line``: where the reference is written.
-    ``hop``: 1 for direct neighbours, 2 for their neighbours, ...
+    ``hop``: 1 for direct neighbours, 2 for their neighbours, ... ``candidates``: how many
+    definitions the reference resolved to (0 outside the index, 1 unambiguous; a caller
+    edge with 4 means the call could equally be to 3 other definitions of that name):
+    filter on it when precision matters (graph expansion).
     """
 
     relation: str
@@ -109,10 +114,11 @@ class Link:
     line: int
     hop: int
     definition: Definition | None
+    candidates: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "path": self.path, "line": self.line, "hop": self.hop,
+            "name": self.name, "path": self.path, "line": self.line, "hop": self.hop, "candidates": self.candidates,
             "definition": self.definition.to_json() if self.definition else None,
         }
 
@@ -228,9 +234,14 @@ class SymbolIndex:
         segs = d.segments
         return [r for r in self.refs_by_path.get(d.path, []) if r.kind == kind and r.source and _within(r.source, segs)]
 
-    def incoming(self, d: Definition, kind: str) -> list[Reference]:
-        """References of ``kind`` anywhere that resolve to ``d``."""
-        return [r for r in self.refs_by_last.get((kind, d.segments[-1]), []) if d in self.resolve(r)]
+    def incoming(self, d: Definition, kind: str) -> list[tuple[Reference, int]]:
+        """References of ``kind`` anywhere that resolve to ``d``, with their candidate counts."""
+        out = []
+        for r in self.refs_by_last.get((kind, d.segments[-1]), []):
+            targets = self.resolve(r)
+            if d in targets:
+                out.append((r, len(targets)))
+        return out
 
     def imports_used_by(self, d: Definition) -> list[Reference]:
         """Imports inside ``d``, plus module-level imports of its file whose name ``d`` uses."""
@@ -376,10 +387,11 @@ def dependencies(
     ``symbol`` is a name as for :func:`find_definitions` (its exact matches if any, else
     all suffix matches; ``path`` narrows to one file) or a :class:`Definition`. Returns
     ``{"callees", "callers", "imports", "bases", "subclasses"}``, each a list of
-    :class:`Link` ordered by hop then position, at most ``MAX_LINKS`` each. Each relation
-    is followed transitively in its own direction (callees of callees, callers of
-    callers, bases of bases, ...); imports are direct only. An unknown symbol gives
-    empty lists."""
+    :class:`Link`, at most ``MAX_LINKS`` each, one per (name, file, definition), ordered by
+    hop, then least ambiguous first (``candidates``), then position. Each relation is
+    followed transitively in its own direction (callees of callees, callers of callers,
+    bases of bases, ...) through edges with at most ``FOLLOW_MAX_CANDIDATES`` candidates;
+    imports are direct only. An unknown symbol gives empty lists."""
     index = symbol_index(ws)
     starts = [symbol] if isinstance(symbol, Definition) else _starts(index, symbol, path)
     hops = max(1, min(int(hops), MAX_HOPS))
@@ -401,21 +413,22 @@ def _walk(index: SymbolIndex, starts: list[Definition], rel: str, hops: int) -> 
     seen_links: set[tuple[Any, ...]] = set()
     frontier = list(starts)
     for hop in range(1, hops + 1):
-        nxt: list[Definition] = []
+        found: list[Link] = []
         for d in frontier:
             for link in _step(index, d, rel, hop):
-                key = (link.path, link.line, link.name, link.definition)
-                if key in seen_links:
-                    continue
-                seen_links.add(key)
-                links.append(link)
-                if len(links) >= MAX_LINKS:
-                    return links
-                if link.definition is not None and link.definition not in seen_defs:
-                    seen_defs.add(link.definition)
-                    nxt.append(link.definition)
-        frontier = nxt
-        if not frontier:
+                key = (link.name, link.path, link.definition)
+                if key not in seen_links:
+                    seen_links.add(key)
+                    found.append(link)
+        found.sort(key=lambda link: (max(link.candidates, 1), link.path, link.line))
+        frontier = []
+        for link in found[: MAX_LINKS - len(links)]:
+            links.append(link)
+            target = link.definition
+            if target is not None and target not in seen_defs and link.candidates <= FOLLOW_MAX_CANDIDATES:
+                seen_defs.add(target)
+                frontier.append(target)
+        if not frontier or len(links) >= MAX_LINKS:
             break
     return links
 
@@ -425,11 +438,11 @@ def _step(index: SymbolIndex, d: Definition, rel: str, hop: int) -> Iterable[Lin
         kind = {"callees": "call", "bases": "inherit", "imports": "import"}[rel]
         refs = index.imports_used_by(d) if rel == "imports" else index.outgoing(d, kind)
         for r in refs:
-            targets = index.resolve(r)[:5]
-            for t in targets or [None]:
-                yield Link(rel, r.target, r.path, r.line, hop, t)
+            targets = index.resolve(r)
+            for t in targets[:5] or [None]:
+                yield Link(rel, r.target, r.path, r.line, hop, t, len(targets))
     else:
         kind = "call" if rel == "callers" else "inherit"
-        for r in index.incoming(d, kind):
+        for r, n in index.incoming(d, kind):
             src = index.enclosing(r.path, r.source)
-            yield Link(rel, r.source or "<module>", r.path, r.line, hop, src)
+            yield Link(rel, r.source or "<module>", r.path, r.line, hop, src, n)
