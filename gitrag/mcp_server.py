@@ -215,9 +215,10 @@ def build_server(tools: Tools) -> MCPServer:
     @server.tool(name="get_symbol_dependencies", annotations=_annotations("Get symbol dependencies"), description=(
         "The symbol's neighbourhood in the code graph: callees (what it calls), callers (who calls it), "
         "imports (imports it uses), bases and subclasses, each followed up to `hops` steps. Each item: "
-        "{name (as written, or the caller's name), path, line (where the reference is), hop, definition "
-        "({path, start_line, end_line, name, kind, parent, language}) or null when it is outside the repository}. "
-        "Resolution is by name, so common method names may give extra edges. " + _FRESH))
+        "{name (as written, or the caller's name), path, line (where the reference is), hop, candidates (how "
+        "many definitions the name could mean; 1 = unambiguous), definition ({path, start_line, end_line, name, "
+        "kind, parent, language}) or null when it is outside the repository}. Resolution is by name, so prefer "
+        "edges with few candidates; they come first. " + _FRESH))
     def get_symbol_dependencies(
         symbol: Annotated[str, Field(description="A name as for get_symbol, e.g. 'Greeter.greet'.", min_length=1)],
         hops: Annotated[int, Field(description="How many edges to follow (1 = direct neighbours).", ge=1, le=3)] = 1,
