@@ -31,6 +31,7 @@ from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.state import Branch, FileUpdate, PointRow
 from gitrag.store import PointRecord
+from gitrag.vectors import combine, path_vectors
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.indexer")
@@ -59,6 +60,7 @@ class IndexSummary:
     previous_commit: str | None = None
     started_from: str | None = None
     payloads_updated: int = 0
+    paths_embedded: int = 0
     chunks_failed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
 
@@ -184,7 +186,9 @@ class Indexer:
         dense = self.ws.state.get_vectors(hashes, branch.fingerprint)
         sparse_vecs = self.ws.state.get_sparse(hashes)
         missing = {r.path for r in rows if r.chunk_hash not in dense or r.chunk_hash not in sparse_vecs}
-        records = [_record(r, dense, sparse_vecs) for r in rows if r.path not in missing]
+        kept = [r for r in rows if r.path not in missing]
+        paths, _ = path_vectors(self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in kept))
+        records = [_record(r, dense, sparse_vecs, paths) for r in kept]
         for i in range(0, len(records), UPSERT_BATCH):
             self.ws.store.upsert(branch.collection, records[i : i + UPSERT_BATCH])
             self.progress("restore", min(i + UPSERT_BATCH, len(records)), len(records))
@@ -320,7 +324,10 @@ class Indexer:
             return
         self.ws.state.write_journal(branch.name, [u.path for u in updates])
         sparse_vecs = self.ws.state.get_sparse(r.chunk_hash for r in upserts)
-        records = [_record(r, vectors, sparse_vecs) for r in upserts]
+        paths, summary.paths_embedded = path_vectors(
+            self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts)
+        )
+        records = [_record(r, vectors, sparse_vecs, paths) for r in upserts]
         for i in range(0, len(records), UPSERT_BATCH):
             store.upsert(coll, records[i : i + UPSERT_BATCH])
             self.progress("store", min(i + UPSERT_BATCH, len(records)), len(records))
@@ -335,8 +342,12 @@ class Indexer:
         summary.chunks_reused += sum(1 for r in upserts if r.chunk_hash not in self._embedded)
 
 
-def _record(row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any]) -> PointRecord:
-    return PointRecord(row.point_id, dense[row.chunk_hash], sparse.with_path(sparse_vecs[row.chunk_hash], row.path), row.payload)
+def _record(
+    row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray]
+) -> PointRecord:
+    """The store point of a manifest row: chunk + path vectors, chunk + path terms."""
+    vector = combine(dense[row.chunk_hash], paths[row.path])
+    return PointRecord(row.point_id, vector, sparse.with_path(sparse_vecs[row.chunk_hash], row.path), row.payload)
 
 
 def _is_policy_file(path: str) -> bool:

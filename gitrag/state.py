@@ -261,7 +261,7 @@ class State:
         """Delete cached vectors and sparse vectors no manifest references; returns (vectors, sparse) deleted."""
         with self.transaction() as db:
             live = "SELECT DISTINCT chunk_hash FROM points"
-            v = db.execute(f"DELETE FROM vectors WHERE hash NOT IN ({live})").rowcount
+            v = db.execute(f"DELETE FROM vectors WHERE hash NOT LIKE 'path:%' AND hash NOT IN ({live})").rowcount
             s = db.execute(f"DELETE FROM sparse WHERE hash NOT IN ({live})").rowcount
             blobs = "SELECT DISTINCT blob FROM files"
             db.execute(f"DELETE FROM symbols WHERE blob NOT IN ({blobs})")

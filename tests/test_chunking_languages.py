@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from gitrag.chunking.text import abbreviate_path
 from gitrag.chunking import CHUNKER_VERSION, analyze, language_for
 from gitrag.chunking.model import Chunk, FileAnalysis
 from gitrag.embedders.hashing import HashEmbedder
@@ -25,9 +26,17 @@ def symbols(analysis: FileAnalysis) -> list[str]:
     return [c.symbol for c in analysis.chunks]
 
 
+def body(chunk: Chunk) -> str:
+    """The chunk's embedding text without its header (the symbol and enclosing signatures)."""
+    lines = chunk.text.split("\n")
+    while lines and lines[0] and (lines[0] == chunk.symbol or lines[0].rstrip("…") in chunk.context):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
 def chunk_with(analysis: FileAnalysis, needle: str) -> Chunk:
     """The chunk whose source contains ``needle`` (exactly one must)."""
-    found = [c for c in analysis.chunks if needle in c.text]
+    found = [c for c in analysis.chunks if needle in body(c)]
     assert len(found) == 1, (needle, symbols(analysis))
     return found[0]
 
@@ -551,12 +560,20 @@ def test_embedding_text_header_and_normalisation() -> None:
     ''', max_tokens=64)
     serve = chunk_with(analysis, "def serve_forever")
     assert serve.text.splitlines()[:3] == [
-        "gitrag/…/daemon/server.py: Server.serve_forever", "class Server:",
+        "Server.serve_forever", "class Server:",
         "def serve_forever(self, poll_interval=0.5):"]  # common indentation removed
     handle = chunk_with(analysis, "def handle")
     assert handle.text.endswith("class Server:\n    def handle(self):\n\n        return   1")
     short = run("a/b.py", "x = 1\n")
-    assert short.chunks[0].text == "a/b.py: x\nx = 1"
+    assert short.chunks[0].text == "x\nx = 1"
+    assert abbreviate_path("gitrag/services/daemon/server.py") == "gitrag/…/daemon/server.py"
+
+
+def test_renamed_file_keeps_its_chunk_hashes() -> None:
+    source = "def f(a):\n    return a + 1\n\nLIMIT = 3\n"
+    before = analyze("pkg/old_name.py", source.encode(), count_tokens=COUNT)
+    after = analyze("lib/deeper/new_name.py", source.encode(), count_tokens=COUNT)
+    assert [c.hash for c in before.chunks] == [c.hash for c in after.chunks]
 
 
 def test_hash_survives_moving_the_code_down() -> None:

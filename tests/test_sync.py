@@ -90,13 +90,15 @@ def test_one_function_edited_embeds_one_chunk(base: Repo, tmp_path: Path, monkey
 
 
 def test_line_added_above_moves_lines_without_embedding(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = {p["symbol"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
+    before = {p["chunk_hash"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
     base.write("pkg/a.py", "\n\n" + module("alpha", "beta"))
     base.commit("blank lines on top")
     s = sync(base.path)
-    assert s.chunks_embedded == 0
-    after = {p["symbol"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
-    assert after["beta"]["start_line"] == before["beta"]["start_line"] + 2
+    assert s.chunks_embedded == 0 and s.payloads_updated == len(before)
+    after = {p["chunk_hash"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
+    assert set(after) == set(before)
+    assert all(after[h]["end_line"] == before[h]["end_line"] + 2 for h in before)
+    assert all(after[h]["start_line"] == before[h]["start_line"] + 2 for h in before if before[h]["start_line"] > 1)
     assert_converged(base, tmp_path, monkeypatch)
 
 

@@ -1,7 +1,10 @@
 """Embedding text of a chunk: a short header, then the whitespace-normalised source.
 
-The text never contains line numbers or byte offsets, so a chunk that moves inside its
-file (or to another file with the same abbreviated path) keeps its hash.
+The text never contains line numbers, byte offsets or the file's path, so a chunk keeps
+its hash when it moves inside its file, when the file is renamed, and when code moves
+to another file: none of these re-embeds it. The path still reaches the dense vector:
+the indexer adds the embedding of :func:`abbreviate_path` to the chunk's embedding
+(see ``gitrag.vectors``), which measured better than the path inside the header.
 """
 
 from __future__ import annotations
@@ -57,22 +60,26 @@ def normalise(body: str) -> str:
 
 
 def header(path: str, symbol: str, context: tuple[str, ...], level: int = 0) -> str:
-    """The header lines of an embedding text, ``level`` 0 (full) to 3 (path only).
+    """The header lines of an embedding text, ``level`` 0 (full) to 3 (empty).
 
-    Level 1 drops the enclosing signatures, 2 shortens the symbol, 3 drops it; callers
-    raise the level only when the header alone would eat the token budget.
+    The header names the qualified symbol, then the enclosing signatures; ``path`` is
+    only used to leave out a symbol that merely repeats the file name. Level 1 drops
+    the enclosing signatures, 2 shortens the symbol, 3 drops it; callers raise the
+    level only when the header alone would eat the token budget.
     """
-    head = abbreviate_path(path)
     base = path.rsplit("/", 1)[-1]
+    head = ""
     if level < 3 and symbol and symbol != base:
-        head = f"{head}: {_clip(symbol, _MAX_SYMBOL if level < 2 else 30)}"
+        head = _clip(symbol, _MAX_SYMBOL if level < 2 else 30)
     if level == 0 and context:
         lines = [_clip(c, _MAX_CONTEXT_LINE) for c in context[-_MAX_CONTEXT_LINES:]]
-        head = "\n".join([head, *lines])
+        head = "\n".join([line for line in (head, *lines) if line])
     return head
 
 
 def embedding_text(head: str, body: str) -> str:
     """Join a :func:`header` and a raw body (normalised here) into the exact embedding text."""
     norm = normalise(body)
+    if not head:
+        return norm
     return f"{head}\n{norm}" if norm else head

@@ -1,0 +1,53 @@
+"""A point's dense vector: the chunk's embedding plus a little of its path's embedding.
+
+    point = L2-normalise(embed(chunk text) + PATH_WEIGHT * embed(abbreviated path))
+
+Chunk texts hold no path, so a rename, a revert or code moved to another file reuses the
+cached chunk vector; only the short path text may be new (one tiny embedding per path,
+cached too). Measured on the click question set (dense mode, MRR@10, all-MiniLM-L6-v2):
+path inside the chunk text 0.655, no path 0.658, this sum with weight 0.35 0.677
+(0.2: 0.668, 0.5: 0.671, 0.7: 0.606).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from gitrag.chunking.text import abbreviate_path
+from gitrag.embedders import Embedder, l2_normalise
+from gitrag.state import State
+
+PATH_WEIGHT = 0.35
+
+
+def path_text(path: str) -> str:
+    return abbreviate_path(path)
+
+
+def path_key(path: str) -> str:
+    """Cache key of a path's vector (never equal to a chunk hash: different prefix)."""
+    return "path:" + hashlib.sha256(path_text(path).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def path_vectors(state: State, embedder: Embedder, fingerprint: str, paths: Iterable[str]) -> tuple[dict[str, np.ndarray], int]:
+    """Returns ({path: float32 (dim,) vector}, number of path texts embedded now).
+
+    Vectors come from the cache when present; the rest are embedded in one batch and
+    cached. Raises what the embedder raises."""
+    wanted = {p: path_key(p) for p in dict.fromkeys(paths)}
+    cached = state.get_vectors(wanted.values(), fingerprint)
+    todo = sorted({path_text(p): k for p, k in wanted.items() if k not in cached}.items())
+    if todo:
+        fresh = embedder.embed_documents([text for text, _ in todo])
+        new = {key: fresh[i] for i, (_, key) in enumerate(todo)}
+        state.put_vectors(new, fingerprint)
+        cached.update(new)
+    return {p: cached[k] for p, k in wanted.items()}, len(todo)
+
+
+def combine(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
+    """float32 (dim,), L2-normalised sum of a chunk vector and PATH_WEIGHT times its path's."""
+    return l2_normalise((chunk_vec + PATH_WEIGHT * path_vec)[None, :])[0]
