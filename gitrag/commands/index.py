@@ -7,12 +7,20 @@ from gitrag.workspace import open_workspace
 
 
 def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
-    ws = open_workspace(repo)
-    try:
-        with output.progress_bar(not as_json) as progress:
-            summary = Indexer(ws, progress).sync(rebuild=rebuild)
-    finally:
-        ws.close()
+    from gitrag.daemon import routing
+
+    routed = routing.index(repo, rebuild)  # the daemon holds the store while it runs
+    if routed is not None:
+        if not as_json:
+            output.info("indexed by the running daemon")
+        summary = IndexSummary(**{k: v for k, v in routed.items() if k in IndexSummary.__dataclass_fields__})
+    else:
+        ws = open_workspace(repo)
+        try:
+            with output.progress_bar(not as_json) as progress:
+                summary = Indexer(ws, progress).sync(rebuild=rebuild)
+        finally:
+            ws.close()
     if as_json:
         output.emit_json(summary.to_json())
     else:
