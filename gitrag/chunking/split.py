@@ -184,9 +184,7 @@ def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
         return False
     if sizer.nonws(a.start, b.end) > sizer.target:
         return False
-    if b.mode != "def" and sizer.nonws(b.start, b.end) <= TRIVIAL_NONWS:
-        return True
-    if a.mode != "def" and not a.parts and sizer.nonws(a.start, a.end) <= TRIVIAL_NONWS:
+    if _trivial(b, sizer) or (not a.parts and _trivial(a, sizer)):
         return True
     if a.mode == "head":
         return True
@@ -195,6 +193,12 @@ def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
                 and sizer.nonws(a.start, b.end) <= sizer.target // 2
                 and len(a.labels) + len(b.labels) <= MAX_MERGED_LABELS)
     return a.mode == b.mode
+
+
+def _trivial(unit: Unit, sizer: Sizer) -> bool:
+    """A closing brace, ``end``, a short comment: tiny and declaring nothing."""
+    return (unit.mode != "def" and not unit.labels
+            and sizer.nonws(unit.start, unit.end) <= TRIVIAL_NONWS)
 
 
 def _join(a: Unit, b: Unit, sizer: Sizer, exact: bool) -> Unit | None:
