@@ -112,7 +112,7 @@ class Indexer:
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
         repaired = self._repair(branch)
-        if branch.indexed_commit == head and not repaired:
+        if branch.indexed_commit == head and not repaired and branch.chunker == CHUNKER_VERSION:
             summary.chunks_total = self.ws.state.point_count(name)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
@@ -199,6 +199,8 @@ class Indexer:
         """Paths whose indexed state may differ from HEAD."""
         repo, old = self.ws.repo, branch.indexed_commit
         known = self.ws.state.files(branch.name)
+        if known and branch.chunker != CHUNKER_VERSION:  # a new chunker: every path again
+            return set(known) | {e.path for e in repo.files(head)}
         if old and repo.has_commit(old):
             touched = {e.path for c in repo.diff(old, head) for e in (c.old, c.new) if e is not None}
             if not any(_is_policy_file(p) for p in touched):
@@ -225,7 +227,7 @@ class Indexer:
             for up in updates:
                 up.points = [p for p in up.points or () if p.chunk_hash not in failed]
         self._write_store(branch, updates, old_rows, vectors, summary)
-        ws.state.commit_paths(branch.name, updates, head)
+        ws.state.commit_paths(branch.name, updates, head, CHUNKER_VERSION)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary

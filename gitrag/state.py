@@ -35,7 +35,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS branches(
     name TEXT PRIMARY KEY, collection TEXT NOT NULL, fingerprint TEXT NOT NULL,
-    indexed_commit TEXT, updated_at REAL, last_used REAL);
+    indexed_commit TEXT, updated_at REAL, last_used REAL, chunker TEXT);
 CREATE TABLE IF NOT EXISTS files(
     branch TEXT NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL, skip_reason TEXT,
     PRIMARY KEY(branch, path)) WITHOUT ROWID;
@@ -63,6 +63,7 @@ class Branch:
     indexed_commit: str | None
     updated_at: float | None
     last_used: float | None
+    chunker: str | None = None  # CHUNKER_VERSION of the manifest's chunks
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,12 @@ class State:
                     (name, copy_from),
                 )
             now = time.time()
-            db.execute("INSERT INTO branches VALUES(?,?,?,?,?,?)", (name, collection, fingerprint, commit, now, now))
+            chunker = None
+            if copy_from is not None:
+                chunker = db.execute("SELECT chunker FROM branches WHERE name=?", (copy_from,)).fetchone()[0]
+            db.execute(
+                "INSERT INTO branches VALUES(?,?,?,?,?,?,?)", (name, collection, fingerprint, commit, now, now, chunker)
+            )
         return self.branch(name)  # type: ignore[return-value]
 
     def drop_branch(self, name: str) -> None:
@@ -183,8 +189,11 @@ class State:
     def point_count(self, branch: str) -> int:
         return self.db.execute("SELECT count(*) FROM points WHERE branch=?", (branch,)).fetchone()[0]
 
-    def commit_paths(self, branch: str, updates: list[FileUpdate], commit: str) -> None:
-        """Apply per-path manifest updates and advance the branch to ``commit``, atomically."""
+    def commit_paths(self, branch: str, updates: list[FileUpdate], commit: str, chunker: str) -> None:
+        """Apply per-path manifest updates and advance the branch to ``commit``, atomically.
+
+        ``chunker`` is the CHUNKER_VERSION the updates were made with (recorded once a
+        sync has re-chunked every path)."""
         with self.transaction() as db:
             for up in updates:
                 db.execute("DELETE FROM points WHERE branch=? AND path=?", (branch, up.path))
@@ -197,7 +206,10 @@ class State:
                     [(branch, p.point_id, p.path, p.chunk_hash, json.dumps(p.payload)) for p in up.points or ()],
                 )
             db.execute("DELETE FROM journal WHERE branch=?", (branch,))
-            db.execute("UPDATE branches SET indexed_commit=?, updated_at=? WHERE name=?", (commit, time.time(), branch))
+            db.execute(
+                "UPDATE branches SET indexed_commit=?, updated_at=?, chunker=? WHERE name=?",
+                (commit, time.time(), chunker, branch),
+            )
 
     # -- crash journal ---------------------------------------------------------
     def journal_paths(self, branch: str) -> list[str]:

@@ -231,3 +231,13 @@ def test_embedder_mismatch_is_refused_then_rebuilt(base: Repo, monkeypatch: pyte
     s = sync(base.path, rebuild=True)
     assert s.chunks_embedded > 0
     assert len(snapshot(base.path)) == s.chunks_total
+
+
+def test_new_chunker_version_rechunks_every_path(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gitrag.indexer
+
+    monkeypatch.setattr(gitrag.indexer, "CHUNKER_VERSION", "next")
+    s = sync(base.path)
+    assert s.files_indexed == 3 and s.chunks_embedded == 0  # same texts: all from the cache
+    again = sync(base.path)
+    assert again.files_indexed == 0
