@@ -93,8 +93,9 @@ def status(repo: str, as_json: bool) -> None:
 @cli.command("eval")
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False))
 @REPO
-@click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "dense", "sparse", "grep", "ripgrep"]),
-              help="A mode to run; repeat for several. Default: hybrid, dense, sparse and the grep baseline.")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "dense", "sparse", "rrf", "grep", "ripgrep"]),
+              help="A mode to run; repeat for several. Default: hybrid, dense, sparse and the grep baseline. "
+                   "rrf is hybrid without the reranker; ripgrep is the semble benchmark's baseline.")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 100), help="Results per question.")
 @click.option("--scope", default=None, help="Only score results under this path prefix (semble files set their own).")
 @JSON

@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gitrag import sparse
+from gitrag import rerank, sparse, symbols
 from gitrag.errors import ConfigError, NotIndexed
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
 
 MODES = ("hybrid", "dense", "sparse")
-PREFETCH = 40
+PREFETCH = 40  # candidates from each of the dense and sparse lists
+CANDIDATES = 50  # fused candidates handed to the reranker
+DEFINITIONS_PER_IDENTIFIER = 3
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Result:
     blob: str = ""
     start_byte: int = 0
     end_byte: int = 0
+    point_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,12 +80,13 @@ def freshness(ws: Workspace) -> Freshness:
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    snippets: bool = True,
+    snippets: bool = True, rerank_results: bool = True,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
     ``mode``: ``hybrid`` (dense + sparse, RRF k=60 per Cormack et al. 2009), ``dense`` or
-    ``sparse``. Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
+    ``sparse``; hybrid results are then reranked with definition matches (see
+    gitrag.rerank) unless ``rerank_results`` is False. Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     name = ws.repo.branch()
@@ -95,8 +99,13 @@ def search(
         return []
     if terms is not None and not terms.indices:
         terms = None
-    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=k, prefetch=max(PREFETCH, k), scope=scope)
+    rerank_results = rerank_results and mode == "hybrid"
+    limit = max(k, CANDIDATES) if rerank_results else k
+    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, prefetch=max(PREFETCH, k), scope=scope)
     results = [_result(h) for h in hits]
+    if rerank_results:
+        results = _rerank(ws, branch.name, question, results, scope)
+    results = results[:k]
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r)
@@ -104,11 +113,49 @@ def search(
 
 
 def _result(hit: Hit) -> Result:
-    p = hit.payload
+    return _from_payload(hit.id, hit.payload, float(hit.score))
+
+
+def _from_payload(point_id: str, p: dict[str, Any], score: float) -> Result:
     return Result(
         p["path"], p["start_line"], p["end_line"], p.get("symbol", ""), p.get("kind", ""), p.get("language", ""),
-        round(float(hit.score), 6), blob=p.get("blob", ""), start_byte=p.get("start_byte", 0), end_byte=p.get("end_byte", 0),
+        round(score, 6), blob=p.get("blob", ""), start_byte=p.get("start_byte", 0), end_byte=p.get("end_byte", 0),
+        point_id=point_id,
     )
+
+
+def _rerank(ws: Workspace, branch: str, question: str, results: list[Result], scope: SearchFilter | None) -> list[Result]:
+    """Fuse the chunks defining the question's identifiers into the ranking (see gitrag.rerank)."""
+    idents = rerank.query_identifiers(question)
+    if not idents:
+        return results
+    defs = _definition_results(ws, branch, idents, scope)
+    by_key = {r.point_id: r for r in [*results, *defs]}
+    fused = rerank.fuse_definitions([_candidate(r) for r in results], [_candidate(r) for r in defs])
+    out = []
+    for c in fused:
+        r = by_key[c.key]
+        r.score = round(c.score, 6)
+        out.append(r)
+    return out
+
+
+def _candidate(r: Result) -> rerank.Candidate:
+    return rerank.Candidate(r.point_id, r.path, r.start_line, r.end_line, r.symbol, r.score)
+
+
+def _definition_results(ws: Workspace, branch: str, idents: list[str], scope: SearchFilter | None) -> list[Result]:
+    """Chunks holding the definitions of ``idents``, in identifier order, then match order."""
+    out: dict[str, Result] = {}
+    for ident in idents:
+        for d in symbols.find_definitions(ws, ident)[:DEFINITIONS_PER_IDENTIFIER]:
+            if scope and (not d.path.startswith(scope.path_prefix) or (scope.language and d.language != scope.language)):
+                continue
+            for row in ws.state.points(branch, [d.path]):
+                p = row.payload
+                if p["start_line"] <= d.start_line <= p["end_line"] and row.point_id not in out:
+                    out[row.point_id] = _from_payload(row.point_id, p, 0.0)
+    return list(out.values())
 
 
 def read_snippet(ws: Workspace, result: Result) -> str:

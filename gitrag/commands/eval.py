@@ -14,7 +14,7 @@ from gitrag.store import SearchFilter
 from gitrag.workspace import Workspace, open_workspace
 
 INDEX_MODES = ("hybrid", "dense", "sparse")
-ALL_MODES = (*INDEX_MODES, "grep", "ripgrep")
+ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: hybrid fusion without the reranker
 DEFAULT_MODES = (*INDEX_MODES, "grep")
 
 
@@ -45,6 +45,8 @@ def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -
     for mode in dict.fromkeys(modes):
         if mode in INDEX_MODES:
             searchers[mode] = lambda q, m=mode: search(ws, q, k=k, mode=m, scope=flt, snippets=False)
+        elif mode == "rrf":
+            searchers[mode] = lambda q: search(ws, q, k=k, mode="hybrid", scope=flt, snippets=False, rerank_results=False)
     if "grep" in modes or "ripgrep" in modes:
         grep = GrepBaseline.from_repo(ws.repo.root, scope or None)
         if "grep" in modes:
