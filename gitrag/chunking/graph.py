@@ -92,8 +92,8 @@ class _Walk:
     def _definition(self, node: Node) -> None:
         prefix, inner_kind = (self.stack[-1][2], self.stack[-1][3]) if self.stack else ("", "function")
         info = describe(node, self.spec, self.data, prefix)
-        if info is None or info.core.start_byte < node.start_byte:
-            return
+        if info is None or (info.core != node and info.core.type in self.def_types):
+            return  # a wrapper (TS namespace statement): the inner node is visited itself
         kind = inner_kind if info.kind == "function" else info.kind
         end_row, end_col = node.end_point
         end_line = end_row + (1 if end_col or end_row == node.start_point[0] else 0)

@@ -27,9 +27,11 @@ _DECL_FIELDS = {
     "type_definition": "declarator", "const_element": "", "variable_declaration": "",
 }
 _RUBY_REQUIRES = frozenset({"require", "require_relative", "load"})
-_PATTERNS = frozenset({"pattern_list", "tuple_pattern", "list_pattern", "expression_list"})
+_PATTERNS = frozenset({"pattern_list", "tuple_pattern", "list_pattern", "expression_list",
+                       "object_pattern", "array_pattern"})
 _NAMEISH = frozenset({"identifier", "constant", "simple_identifier", "name", "variable_name",
-                      "type_identifier", "field_identifier"})
+                      "type_identifier", "field_identifier",
+                      "shorthand_property_identifier_pattern"})
 # subtrees never worth searching for declared names
 _SKIP = frozenset({"string", "comment", "argument_list", "arguments", "parameters",
                    "formal_parameters", "block_comment", "line_comment", "template_string"})
@@ -67,6 +69,8 @@ def _names_at(node: Node, spec: LangSpec, data: bytes, prefix: str) -> list[str]
     info = describe(node, spec, data, prefix)
     if info is not None:
         return [info.name]
+    if t == "export_statement" and node.child_by_field_name("declaration") is None:
+        return ["<imports>"] if node.child_by_field_name("source") is not None else ["<exports>"]
     if t not in _DECL_FIELDS:
         return None
     field = _DECL_FIELDS[t]
@@ -84,6 +88,8 @@ def _names_at(node: Node, spec: LangSpec, data: bytes, prefix: str) -> list[str]
 def _target_names(target: Node, spec: LangSpec, data: bytes) -> list[str]:
     if target.type in _PATTERNS:
         return [text_of(c, data) for c in target.named_children if c.type in _NAMEISH]
+    if target.type == "type" and target.named_child_count:  # Python ``type X = ...``
+        target = target.named_children[0]
     if target.type in _NAMEISH:
         return [one_line(text_of(target, data), MAX_NAME).lstrip("$")]
     if spec.name in ("c", "cpp"):

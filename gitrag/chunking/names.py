@@ -29,6 +29,7 @@ _IDENTS = frozenset({
 })
 _BODY_TYPES = frozenset({"class_body", "function_body", "enum_class_body", "body_statement"})
 MAX_NAME = 200
+_MODULE_LIKE = frozenset({"mod_item", "module", "internal_module"})  # members are functions
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def _container(core: Node, outer: Node, spec: LangSpec, data: bytes, prefix: str
         return None  # a forward declaration or a use of the type
     qname = qualify(prefix, name, spec.sep)
     members = qname if core.type in spec.containers else None
-    kind_inside = "function" if core.type in ("mod_item", "module") and spec.name != "ruby" else "method"
+    kind_inside = "function" if core.type in _MODULE_LIKE and spec.name != "ruby" else "method"
     return _make(qname, "class", core, body, members, outer, kind_inside)
 
 
