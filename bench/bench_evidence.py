@@ -78,9 +78,9 @@ def measure(repo: str, questions: list[dict[str, Any]], mode: str, k: int, budge
                 "evidence_tokens": sum(e.tokens for e in ev), "prompt_tokens": prompt,
                 "evidence_file_tokens": _file_tokens(ws, {e.path for e in ev}, cache),
                 "result_file_tokens": _file_tokens(ws, {r.path for r in results}, cache),
-                "weak": evidence_strength(results, mode).weak,
+                "weak": evidence_strength(results, mode, q["query"]).weak,
             })
-        off_topic = sum(evidence_strength(search(ws, q, k=k, mode=mode), mode).weak for q in OFF_TOPIC)
+        off_topic = sum(evidence_strength(search(ws, q, k=k, mode=mode), mode, q).weak for q in OFF_TOPIC)
     finally:
         ws.close()
     keys = ("evidence_tokens", "prompt_tokens", "evidence_file_tokens", "result_file_tokens", "items")

@@ -14,11 +14,13 @@ to the ``on_text`` callback. A chat failure never raises: it comes back as
 
 Weak evidence (``evidence_strength``), measured on the fused/raw scores:
 
-* ``hybrid`` (RRF, k=60, rank from 0, so a result first in both lists scores 2/60): weak
-  when the top score is below ``HYBRID_MIN`` = 0.6 x 2/60 = 0.02. A result found by only
-  one of the dense and sparse searches scores at most 1/60 = 0.0167, one found by both
-  (within the 40 prefetched each) at least 2/99 = 0.0202: weak means *no result was
-  found by both searches*.
+* ``hybrid`` (RRF, k=60, rank from 0: each ranked list adds 1/(60 + rank) to a result;
+  the lists are the dense and the sparse search, plus the reranker's list of chunks
+  defining identifiers named in the question): weak when the top score is below
+  ``HYBRID_MIN`` = 0.6 x 2/60 = 0.02. A result found by only one list scores at most
+  1/60 = 0.0167, one found by two (within the 40 prefetched each) at least 2/99 =
+  0.0202: weak means *no result was found by two of the lists*. A question without a
+  single sparse term runs dense only, so it is judged by the dense rule.
 * ``dense``: top cosine similarity below ``DENSE_MIN`` = 0.3.
 * ``sparse``: top BM25 score below ``SPARSE_MIN`` = 2.0 (one rare term matched barely).
 * any mode: the top ten scores are flat, ``(s1 - s10) / s1 < FLAT_SPREAD`` (2 %): no
@@ -33,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitrag import sparse
 from gitrag.errors import GitragError
 from gitrag.store.base import RRF_K
 
@@ -88,14 +91,15 @@ class Strength:
         return asdict(self)
 
 
-def evidence_strength(results: list[Result], mode: str) -> Strength:
-    """Apply the weak-evidence rule of ``mode`` (see the module docstring) to ranked results."""
+def evidence_strength(results: list[Result], mode: str, question: str | None = None) -> Strength:
+    """Apply the weak-evidence rule of ``mode`` (see the module docstring) to ranked results
+    for ``question`` (needed to tell a termless hybrid question, which ran dense only)."""
     if not results:
         return Strength(True, "no results", None)
     top = results[0].score
-    if mode == "hybrid" and top > 2 / RRF_K + 1e-9:
-        mode = "dense"  # no RRF score is this high: the question had no terms, only dense ran
-    floors = {"hybrid": (HYBRID_MIN, "no result was found by both the dense and the sparse search"),
+    if mode == "hybrid" and question is not None and not sparse.query_vector(question).indices:
+        mode = "dense"
+    floors = {"hybrid": (HYBRID_MIN, "no result was found by two of the dense, sparse and definition searches"),
               "dense": (DENSE_MIN, "best similarity is low"), "sparse": (SPARSE_MIN, "best term match is weak")}
     floor, why = floors.get(mode, floors["hybrid"])
     if top < floor:
@@ -408,7 +412,7 @@ def write_answer(
     """Answer ``question`` from ``results`` with ``settings.chat_model``; never raises for
     chat failures (see ``Answer.error``). ``on_text`` receives the cleaned answer as it
     streams. With weak evidence the model is not called (``strength.weak``)."""
-    out = Answer(model=settings.chat_model, strength=evidence_strength(results, mode))
+    out = Answer(model=settings.chat_model, strength=evidence_strength(results, mode, question))
     if out.strength is not None and out.strength.weak:
         return out
     out.evidence = select_evidence(results, budget)

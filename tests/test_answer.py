@@ -140,8 +140,8 @@ def test_human_output_streams_answer_then_citations(indexed: Repo, stub: OllamaS
 
 def test_weak_evidence_skips_the_model(indexed: Repo, stub: OllamaStub) -> None:
     env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": stub.url}
-    # no word of this question is in the repository: the sparse search finds nothing, so
-    # no result is found by both searches (top fused score <= 1/60)
+    # no word of this question is in the repository and it names no identifier: only the
+    # dense search finds anything, so no result is found by two lists (top score <= 1/60)
     res = _ask(indexed, "zebra quantum marmalade", env=env)
     assert res.exit_code == 0, res.stderr
     assert "the index has no strong match for 'zebra quantum marmalade'" in res.stdout
@@ -149,7 +149,7 @@ def test_weak_evidence_skips_the_model(indexed: Repo, stub: OllamaStub) -> None:
     assert not [r for r in stub.requests if r.path == "/api/chat"]
     data = json.loads(_ask(indexed, "zebra quantum marmalade", "--json", env=env).stdout)
     assert data["answer"] is None and data["evidence_strength"]["weak"] is True
-    assert "both" in data["evidence_strength"]["reason"]
+    assert "no result was found by two" in data["evidence_strength"]["reason"]
 
 
 def _closed_port() -> int:
@@ -254,7 +254,9 @@ def test_strength_rules() -> None:
     assert evidence_strength([], "hybrid").weak
     assert evidence_strength(rs(1 / 60, 1 / 61), "hybrid").weak  # found by one search only
     assert not evidence_strength(rs(1 / 60 + 1 / 70, 1 / 61), "hybrid").weak
-    assert evidence_strength(rs(0.25, 0.2), "hybrid").weak  # a termless question: only dense ran (cosines)
+    assert not evidence_strength(rs(3 / 60, 2 / 61), "hybrid", "where is `Greeter.greet`").weak  # 3 lists
+    assert evidence_strength(rs(0.25, 0.2), "hybrid", "? !").weak  # a termless question: only dense ran (cosines)
+    assert not evidence_strength(rs(0.45, 0.2), "hybrid", "? !").weak
     assert evidence_strength(rs(0.25, 0.2), "dense").weak
     assert not evidence_strength(rs(0.55, 0.4), "dense").weak
     assert evidence_strength(rs(*[0.5] * 10), "dense").weak  # flat
@@ -286,5 +288,5 @@ def test_answer_arrives_in_pieces(indexed: Repo, stub: OllamaStub) -> None:
         ws.close()
     settings = replace(load_settings(indexed.path), chat_model="llama3.2", ollama_host=stub.url)
     pieces: list[str] = []
-    written = write_answer(settings, "q", results, "hybrid", on_text=pieces.append)
+    written = write_answer(settings, "send_message retries RETRY_LIMIT", results, "hybrid", on_text=pieces.append)
     assert written.text == "one two three four five six seven eight" and len(pieces) > 3
