@@ -4,7 +4,9 @@ A file is skipped, with a reason, when it is a symlink or submodule, in
 ``.gitragignore`` (gitignore syntax, read from the indexed commit), marked
 ``linguist-generated`` or ``linguist-vendored`` in ``.gitattributes``, a lock file,
 larger than ``max_file_bytes``, a Git LFS pointer, or binary (a NUL byte in its first
-8,000 bytes, as git decides).
+8,000 bytes, as git decides). UTF-16/UTF-32 text with a byte-order mark has NUL bytes
+too; it is skipped with its own reason ("UTF-16 text (not indexed)"): chunk offsets and
+snippets are UTF-8 byte ranges of the blob, and transcoding would break that.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ LOCK_FILES = frozenset(
 LFS_MAGIC = b"version https://git-lfs.github.com/spec/"
 BINARY_SNIFF = 8000
 IGNORE_FILE = ".gitragignore"
+# byte-order marks of text that is not UTF-8 (UTF-32 first: its LE mark starts like UTF-16's)
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+)
 
 
 @dataclass(frozen=True)
@@ -80,5 +86,6 @@ class Policy:
         if data.startswith(LFS_MAGIC):
             return "Git LFS pointer"
         if b"\0" in data[:BINARY_SNIFF]:
-            return "binary"
+            wide = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
+            return f"{wide} text (not indexed)" if wide else "binary"
         return None
