@@ -20,7 +20,7 @@ from gitrag.chunking.text import embedding_text, header
 
 TARGET_NONWS = 1200  # soft target, non-whitespace bytes per chunk...
 NONWS_PER_TOKEN = 3.5  # ...lowered to this many per token of the cap when that is smaller
-TRIVIAL_NONWS = 24  # a closing brace, a short comment: always glued to a neighbour
+TRIVIAL_NONWS = 24  # unlabelled pieces this small (a brace, a comment) join a neighbour
 TINY_DEF_NONWS = 100  # definitions this small merge with adjacent small definitions
 MAX_MERGED_LABELS = 8
 _WS = np.ones(256, dtype=np.int32)
@@ -226,8 +226,8 @@ def _join(a: Unit, b: Unit, sizer: Sizer, exact: bool) -> Unit | None:
 
 
 def combine_labels(a: tuple[Label, ...], b: tuple[Label, ...]) -> tuple[Label, ...]:
-    """Concatenate label lists without duplicates; a non-definition name under a definition
-    name already present (``Foo.x`` beside ``Foo``) is dropped."""
+    """Concatenate label lists without duplicates; a non-definition name under another
+    name present (the field ``Foo.x`` beside ``Foo``) is dropped."""
     out: list[Label] = []
     names = {n for n, _ in a} | {n for n, _ in b}
     for name, is_def in (*a, *b):
