@@ -1,0 +1,176 @@
+"""Helpers for the reliability tests (issue 8).
+
+* :func:`points` reads what a branch really holds: every point of the store (payload and
+  dense vector) and the manifest; :func:`compare` counts points *lost* (in the from-scratch
+  index, missing here) and *wrong* (here but not there, or with another payload or vector,
+  or store and manifest disagreeing) against a from-scratch index of the same commit.
+* :func:`record` appends each fault tried, its outcome and those counts to the JSON-lines
+  file named by ``RELIABILITY_LOG`` (if set); ``tests/reliability_report.py`` turns the
+  records into the table in RELIABILITY.md.
+* :func:`run` / :func:`spawn` start real ``gitrag`` processes, optionally with faults
+  from :mod:`tests.prelude`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag.indexer import Indexer, IndexSummary
+from gitrag.state import State
+from gitrag.workspace import open_workspace
+from tests.daemonutil import wait_for
+from tests.prelude import ENV as PRELUDE_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG_ENV = "RELIABILITY_LOG"
+Points = dict[str, tuple[str, tuple[float, ...]]]  # point id -> (payload JSON, dense vector rounded)
+
+
+def sync(path: Path, **kw: Any) -> IndexSummary:
+    ws = open_workspace(path)
+    try:
+        return Indexer(ws).sync(**kw)
+    finally:
+        ws.close()
+
+
+def _store_points(ws: Any, collection: str) -> Points:
+    ids = sorted(ws.store.ids(collection))
+    shard = ws.store._shard(collection)  # the embedded engine: read payloads and vectors back
+    out: Points = {}
+    for i in range(0, len(ids), 512):
+        for rec in shard.retrieve(ids[i : i + 512], True, True):
+            dense = tuple(round(float(x), 4) for x in rec.vector["dense"])
+            out[str(rec.id)] = (json.dumps(rec.payload, sort_keys=True), dense)
+    return out
+
+
+def points(path: Path) -> tuple[Points, dict[str, str]]:
+    """(store points, manifest {id: payload JSON}) of the current branch; empty if not indexed."""
+    ws = open_workspace(path)
+    try:
+        branch = ws.state.branch(ws.repo.branch())
+        if branch is None:
+            return {}, {}
+        manifest = {r.point_id: json.dumps(r.payload, sort_keys=True) for r in ws.state.points(branch.name)}
+        stored = _store_points(ws, branch.collection) if ws.store.has_collection(branch.collection) else {}
+        return stored, manifest
+    finally:
+        ws.close()
+
+
+def compare(got: tuple[Points, dict[str, str]], want: tuple[Points, dict[str, str]]) -> tuple[int, int]:
+    """(lost, wrong) of ``got`` against the from-scratch ``want`` (see the module doc)."""
+    store, manifest = got
+    truth = want[0]
+    lost = len(truth.keys() - store.keys())
+    wrong = len(store.keys() - truth.keys())
+    wrong += sum(1 for pid in store.keys() & truth.keys() if not _same(store[pid], truth[pid]))
+    wrong += sum(1 for pid in store.keys() | manifest.keys() if manifest.get(pid) != store.get(pid, ("",))[0])
+    return lost, wrong
+
+
+def _same(a: tuple[str, tuple[float, ...]], b: tuple[str, tuple[float, ...]]) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(abs(x - y) <= 2e-4 for x, y in zip(a[1], b[1]))
+
+
+@contextmanager
+def scratch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "scratch-home") -> Iterator[Path]:
+    """Run the block with GITRAG_HOME pointing at a fresh folder, then restore it."""
+    old = os.environ["GITRAG_HOME"]
+    home = tmp_path / name
+    monkeypatch.setenv("GITRAG_HOME", str(home))
+    try:
+        yield home
+    finally:
+        monkeypatch.setenv("GITRAG_HOME", old)
+
+
+def fresh(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Points, dict[str, str]]:
+    """What a from-scratch index of the same commit holds (made in another GITRAG_HOME)."""
+    with scratch_home(tmp_path, monkeypatch, f"scratch-{len(list(tmp_path.glob('scratch-*')))}"):
+        sync(path)
+        return points(path)
+
+
+def lost_wrong(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Points lost and wrong in ``path``'s index against a from-scratch index of HEAD."""
+    return compare(points(path), fresh(path, tmp_path, monkeypatch))
+
+
+def indexed_commit(path: Path) -> str | None:
+    """The current branch's last indexed commit, read from the state file directly."""
+    from gitrag import config
+    from gitrag.gitrepo import GitRepo
+
+    repo = GitRepo(path)
+    state = State(config.repo_data_dir(repo.common_dir))
+    try:
+        branch = state.branch(repo.branch())
+        return branch.indexed_commit if branch else None
+    finally:
+        state.close()
+
+
+def record(fault: str, outcome: str, lost: int | None = None, wrong: int | None = None, group: str = "") -> None:
+    """Note one fault tried (for RELIABILITY.md); the counts are what the test asserted."""
+    target = os.environ.get(LOG_ENV)
+    if not target:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    line = {"group": group, "fault": fault, "outcome": outcome, "lost": lost, "wrong": wrong, "test": test}
+    with open(target, "a") as fh:
+        fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def _command(prelude: dict[str, Any] | None) -> list[str]:
+    if prelude is None:
+        return [sys.executable, "-m", "gitrag"]
+    return [sys.executable, "-c", "import tests.prelude as p; p.main()"]
+
+
+def _env(prelude: dict[str, Any] | None, extra: dict[str, str] | None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if prelude is not None:
+        env[PRELUDE_ENV] = json.dumps(prelude)
+    return env
+
+
+def run(*args: str, prelude: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+        cwd: Path | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run gitrag ARGS to the end (a TimeoutExpired is a hang: the test fails)."""
+    return subprocess.run([*_command(prelude), *args], cwd=cwd, env=_env(prelude, env), capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+
+
+def spawn(*args: str, prelude: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+          log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start gitrag ARGS in the background (stdout and stderr to ``log``, default: discarded)."""
+    out: Any = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115  closed with the process
+    return subprocess.Popen([*_command(prelude), *args], env=_env(prelude, env), stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=out)
+
+
+def start_daemon(prelude: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A real daemon (optionally with faults) answering on the socket when this returns."""
+    from gitrag.daemon import client
+
+    log = Path(os.environ["GITRAG_HOME"] + "-daemon.log")
+    proc = spawn("daemon", "--debounce", "0.2", prelude=prelude, env=env, log=log)
+    wait_for(lambda: client.probe(timeout=0.5)["running"] or proc.poll() is not None, "the daemon to answer")
+    if proc.poll() is not None:
+        raise AssertionError(f"the daemon exited with {proc.returncode}: {log.read_text()[-2000:]}")
+    return proc
