@@ -90,6 +90,18 @@ def status(repo: str, as_json: bool) -> None:
     _exit(lambda: run(repo, as_json))
 
 
+@cli.command()
+@REPO
+@JSON
+def gc(repo: str, as_json: bool) -> None:
+    """Reclaim disk: forget deleted branches, drop collections of branches unused for
+    branch_ttl_days (rebuilt from the vector cache, with no embedding, when next used),
+    and delete cached vectors no branch references any more."""
+    from gitrag.commands.gc import gc as run
+
+    _exit(lambda: run(repo, as_json))
+
+
 @cli.command("eval")
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False))
 @REPO

@@ -6,6 +6,7 @@ and in the store) with a from-scratch index of the same commit made in another G
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,26 @@ def test_new_chunker_version_rechunks_every_path(base: Repo, monkeypatch: pytest
     assert s.files_indexed == 3 and s.chunks_embedded == 0  # same texts: all from the cache
     again = sync(base.path)
     assert again.files_indexed == 0
+
+
+def test_gc_forgets_deleted_branches_and_unreferenced_vectors(base: Repo) -> None:
+    from click.testing import CliRunner
+
+    from gitrag.cli import cli
+
+    base.git("checkout", "-q", "-b", "doomed")
+    base.write("pkg/only_here.py", "def only_here():\n    return 'x'\n")
+    base.commit("doomed work")
+    sync(base.path)
+    base.git("checkout", "-q", "main")
+    base.git("branch", "-q", "-D", "doomed")
+    result = CliRunner().invoke(cli, ["gc", "--repo", str(base.path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["deleted"] == ["doomed"] and data["vectors_deleted"] >= 1
+    ws = open_workspace(base.path)
+    try:
+        assert [b.name for b in ws.state.branches()] == ["main"]
+        assert not [c for c in ws.store.list_collections() if "doomed" in c]
+    finally:
+        ws.close()

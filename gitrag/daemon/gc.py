@@ -4,6 +4,7 @@
 * the collection of a branch not used for ``branch_ttl_days`` and checked out in no work
   tree is dropped: the vector cache keeps its vectors, so it is rebuilt on use with no
   embedding (design principle 4)
+* a branch deleted from git loses its collection and manifest
 * once a day, cached vectors no manifest references are deleted (``State.gc_cache``)
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import structlog
 
 from gitrag.errors import GitragError
+from gitrag.gc import drop_deleted, drop_expired
 from gitrag.gitrepo import GitRepo
 from gitrag.state import State
 from gitrag.workspace import Workspace
@@ -45,30 +47,17 @@ def stale(repo: GitRepo, state: State) -> bool:
     return branch is None or branch.indexed_commit != head
 
 
-def drop_expired(ws: Workspace, checked_out: set[str], now: float | None = None) -> list[str]:
-    """Drop the collections of branches unused for the TTL and not checked out; their names."""
-    now = time.time() if now is None else now
-    ttl_s = ws.settings.branch_ttl_days * 86400.0
-    dropped = []
-    for b in ws.state.branches():
-        if b.name in checked_out or (b.last_used or 0.0) > now - ttl_s:
-            continue
-        if ws.store.has_collection(b.collection):
-            ws.store.drop_collection(b.collection)
-            dropped.append(b.name)
-    return dropped
-
-
 def collect(ws: Workspace, checked_out: set[str], last_cache_gc: float) -> dict[str, Any]:
     """One gc pass over an open workspace: ``{"dropped": [...], "cache_gc": bool, "vectors": n}``."""
     result: dict[str, Any] = {"dropped": [], "cache_gc": False, "vectors": 0}
     try:
+        result["deleted"] = drop_deleted(ws)
         result["dropped"] = drop_expired(ws, checked_out)
         if time.time() - last_cache_gc > CACHE_GC_EVERY_S:
             result["vectors"], _ = ws.state.gc_cache()
             result["cache_gc"] = True
     except GitragError as exc:
         log.warning("gc failed", repo=str(ws.repo.common_dir), error=str(exc))
-    if result["dropped"] or result["vectors"]:
+    if result.get("deleted") or result["dropped"] or result["vectors"]:
         log.info("gc", repo=str(ws.repo.common_dir), **result)
     return result

@@ -47,6 +47,11 @@ def index(repo: str, rebuild: bool = False) -> dict[str, Any] | None:
     return _request("index", None, repo=str(Path(repo).absolute()), rebuild=rebuild)
 
 
+def gc(repo: str) -> dict[str, Any] | None:
+    """The gc result from the daemon, or None when no daemon runs."""
+    return _request("gc", None, repo=str(Path(repo).absolute()))
+
+
 def response_from_json(data: dict[str, Any]) -> Any:
     """An AskResponse rebuilt from its ``to_json()`` (unknown result fields ignored)."""
     from dataclasses import fields

@@ -120,6 +120,20 @@ class Service:
         worker, root = self.worker_for(repo)
         return await worker.serial(lambda: Indexer(worker.workspace(root)).sync(rebuild=rebuild).to_json())
 
+    async def cmd_gc(self, repo: str) -> dict[str, Any]:
+        """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""
+        from gitrag import gc as index_gc
+        from gitrag.daemon.gc import worktrees
+
+        worker, root = self.worker_for(repo)
+
+        def run() -> dict[str, Any]:
+            ws = worker.workspace(root)
+            checked_out = {worker.workspace(p).repo.branch() for p in worktrees(ws.repo.common_dir)}
+            return index_gc.collect(ws, checked_out)
+
+        return await worker.serial(run)
+
     async def cmd_stop(self) -> dict[str, Any]:
         """Ask the daemon to finish the running syncs and exit; ``{"stopping": true}``."""
         self.stop_requested.set()

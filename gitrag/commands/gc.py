@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from gitrag import gc as index_gc
+from gitrag import output
+from gitrag.daemon.gc import worktrees
+from gitrag.errors import EXIT_OK
+from gitrag.gitrepo import GitRepo
+from gitrag.workspace import open_workspace
+
+
+def gc(repo: str, as_json: bool) -> int:
+    from gitrag.daemon import routing
+
+    result = routing.gc(repo)  # the daemon holds the store while it runs
+    if result is None:
+        ws = open_workspace(repo)
+        try:
+            checked_out = {GitRepo(p).branch() for p in worktrees(ws.repo.common_dir)}
+            result = index_gc.collect(ws, checked_out)
+        finally:
+            ws.close()
+    if as_json:
+        output.emit_json(result)
+        return EXIT_OK
+    deleted = ", ".join(result["deleted"]) or "none"
+    dropped = ", ".join(result["dropped"]) or "none"
+    output.out.print(f"deleted branches forgotten: {deleted}")
+    output.out.print(f"collections dropped (rebuilt from the cache on use): {dropped}")
+    output.out.print(f"cache entries deleted: {result['vectors_deleted']} vectors, {result['sparse_deleted']} sparse")
+    output.out.print(f"disk: {result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB")
+    return EXIT_OK
