@@ -1,0 +1,100 @@
+"""The command line as scripts see it: exit codes, one-line errors, the contract's JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gitutil import Repo
+
+INDEX_KEYS = {"repo", "branch", "commit", "files_indexed", "files_skipped", "files_deleted", "chunks_total",
+              "chunks_embedded", "chunks_reused", "points_upserted", "points_deleted", "seconds"}
+ASK_KEYS = {"question", "branch", "commit", "head", "up_to_date", "worktree_changes", "results", "answer"}
+RESULT_KEYS = {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet"}
+
+
+def gitrag(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gitrag", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def project(repo: Repo) -> Repo:
+    repo.write("hooks/install.py", "def install_hooks(git_dir):\n    \"\"\"Write the post-commit hook into git_dir.\"\"\"\n"
+               "    (git_dir / 'hooks' / 'post-commit').write_text('#!/bin/sh')\n")
+    repo.write("util/strings.py", "def slugify(text):\n    return '-'.join(text.lower().split())\n")
+    repo.write("assets/logo.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    repo.write("data/latin1.txt", "caf\xe9 cr\xe8me\n".encode("latin-1"))
+    repo.commit("project")
+    return repo
+
+
+def test_index_twice_then_ask_through_the_cli(project: Repo) -> None:
+    first = gitrag("index", "--json", cwd=project.path)
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout)
+    assert INDEX_KEYS <= set(data) and data["chunks_embedded"] > 0
+    assert {"path": "assets/logo.png", "reason": "binary"} in data["skipped"]
+    assert data["files_indexed"] == 3  # the invalid UTF-8 text file is still indexed
+    second = json.loads(gitrag("index", "--json", cwd=project.path).stdout)
+    assert second["chunks_embedded"] == 0 and second["points_upserted"] == 0
+
+    asked = gitrag("ask", "where is the post-commit hook written", "--json", "-k", "3", cwd=project.path)
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)
+    assert ASK_KEYS <= set(answer) and answer["up_to_date"] is True and answer["answer"] is None
+    assert RESULT_KEYS <= set(answer["results"][0])
+    assert answer["results"][0]["path"] == "hooks/install.py"
+    assert "def install_hooks" in answer["results"][0]["snippet"]
+
+    human = gitrag("ask", "slugify text", "-k", "1", cwd=project.path)
+    assert "util/strings.py:1-2" in human.stdout and "main: up to date" in human.stdout
+
+
+def test_status_json_contract(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    data = json.loads(gitrag("status", "--json", cwd=project.path).stdout)
+    assert {"daemon", "repos", "embedder", "store"} <= set(data)
+    assert {"running", "pid", "socket"} <= set(data["daemon"])
+    branch = data["repos"][0]["branches"][0]
+    assert {"name", "head", "indexed_commit", "up_to_date"} <= set(branch)
+    assert branch["up_to_date"] is True and branch["head"] == project.head()
+
+
+def test_outside_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
+    for args in (["index"], ["ask", "anything"], ["status"]):
+        r = gitrag(*args, "--repo", str(tmp_path))
+        assert r.returncode == 1, args
+        assert r.stderr.strip().count("\n") == 0 and "not inside a git repository" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_empty_repository_says_to_commit_first(repo: Repo) -> None:
+    r = gitrag("index", "--repo", str(repo.path))
+    assert r.returncode == 1 and "has no commit yet" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ask_before_index_says_to_index(project: Repo) -> None:
+    r = gitrag("ask", "slugify", cwd=project.path)
+    assert r.returncode == 1 and "gitrag index" in r.stderr
+
+
+def test_bad_usage_exits_2(project: Repo) -> None:
+    assert gitrag("ask", cwd=project.path).returncode == 2
+    assert gitrag("ask", "x", "--mode", "telepathy", cwd=project.path).returncode == 2
+
+
+def test_unknown_embedder_is_a_clear_error(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRAG_EMBEDDER", "nonsense")
+    r = gitrag("index", cwd=project.path)
+    assert r.returncode == 1 and "unknown embedder 'nonsense'" in r.stderr
+
+
+def test_help_teaches(project: Repo) -> None:
+    out = gitrag("--help").stdout
+    for command in ("index", "ask", "status", "install", "eval", "gc", "mcp", "doctor"):
+        assert command in out
+    assert "Examples" in gitrag("ask", "--help").stdout
