@@ -1,0 +1,100 @@
+"""Query latency on a large corpus: warm through the daemon, cold through the CLI.
+
+    python bench/bench_query.py [--corpus DIR] [--files N] [--questions FILE] [--cold N]
+
+Indexes the corpus (default: the running Python's standard library, first N files, as
+bench_index.py builds it) with the default local embedder, then
+- warm: starts `gitrag daemon`, asks every question of the question set once through
+  its socket (the first, which loads the model, is reported apart) and prints p50/p95;
+- cold: stops the daemon and runs `gitrag ask` as a new process N times (model load
+  included: what a user without the daemon waits), printing p50 and max.
+Hybrid mode, k = 10. The questions are only a realistic load (default: the click set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_index import build_corpus  # noqa: E402
+
+QUESTIONS = HERE.parent.parent / "shared" / "eval" / "click-8.1.7.jsonl"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def warm(corpus: Path, questions: list[str]) -> tuple[float, list[float]]:
+    from gitrag.daemon import client
+
+    proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while not client.probe()["running"]:
+            if time.time() > deadline:
+                raise SystemExit("the daemon did not start")
+            time.sleep(0.1)
+        times = []
+        for q in questions:
+            t = time.perf_counter()
+            client.request("ask", timeout=300, repo=str(corpus), question=q, k=10, mode="hybrid")
+            times.append((time.perf_counter() - t) * 1000)
+        return times[0], times[1:]
+    finally:
+        client.request("stop", timeout=30)
+        proc.wait(timeout=60)
+
+
+def cold(corpus: Path, questions: list[str], runs: int) -> list[float]:
+    times = []
+    for q in questions[:runs]:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gitrag", "ask", q, "--repo", str(corpus), "--json"],
+                       check=True, stdout=subprocess.DEVNULL)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path)
+    ap.add_argument("--files", type=int, default=300)
+    ap.add_argument("--questions", type=Path, default=QUESTIONS)
+    ap.add_argument("--cold", type=int, default=5)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gitrag-bench-q-"))
+    os.environ["GITRAG_HOME"] = str(work / "home")
+    os.environ.setdefault("GITRAG_EMBEDDER", "local")
+    corpus = args.corpus.resolve() if args.corpus else build_corpus(work / "corpus", args.files)
+    questions = [json.loads(line)["query"] for line in args.questions.read_text().splitlines() if line.strip()]
+
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gitrag", "index", "--repo", str(corpus), "--json"], check=True,
+                   stdout=subprocess.DEVNULL)
+    index_s = time.perf_counter() - t
+    first, warm_ms = warm(corpus, questions)
+    cold_ms = cold(corpus, questions, args.cold)
+    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
+    print(f"corpus: {files} files (indexed in {index_s:.0f} s), {len(questions)} questions, hybrid, k=10")
+    print(f"warm, through the daemon: p50 {statistics.median(warm_ms):7.1f} ms  p95 {pct(warm_ms, 0.95):7.1f} ms"
+          f"  (first question, loading the model: {first:.0f} ms)")
+    print(f"cold CLI, no daemon:      p50 {statistics.median(cold_ms):7.1f} ms  max {max(cold_ms):7.1f} ms  ({len(cold_ms)} runs)")
+    print(f"cold / warm p50 = {statistics.median(cold_ms) / statistics.median(warm_ms):.0f}x")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
