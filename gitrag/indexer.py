@@ -222,12 +222,16 @@ class Indexer:
         updates = self._analyze_paths(sorted(touched), entries, policy, summary)
         new_rows = [r for up in updates for r in up.points or ()]
         vectors = self._vectors_for(new_rows, branch, summary)
+        retry: set[str] = set()  # paths missing a chunk that failed to embed: journaled, redone next sync
         if summary.chunks_failed:
             failed = {r.chunk_hash for r in new_rows} - set(vectors)
             for up in updates:
-                up.points = [p for p in up.points or () if p.chunk_hash not in failed]
+                kept = [p for p in up.points or () if p.chunk_hash not in failed]
+                if len(kept) != len(up.points or ()):
+                    retry.add(up.path)
+                up.points = kept
         self._write_store(branch, updates, old_rows, vectors, summary)
-        ws.state.commit_paths(branch.name, updates, head, CHUNKER_VERSION)
+        ws.state.commit_paths(branch.name, updates, head, CHUNKER_VERSION, retry=retry)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary

@@ -6,7 +6,8 @@ Tables
 - ``points``: per branch, each point -> path, chunk hash and payload (JSON): the manifest.
 - ``vectors``: (chunk SHA-256, embedder fingerprint) -> float32 vector: the one durable copy.
 - ``sparse``: chunk SHA-256 -> sparse vector (independent of the embedder).
-- ``journal``: per branch, the paths a sync is writing to the store; non-empty after a crash.
+- ``journal``: per branch, the paths a sync is writing to the store; non-empty after a crash,
+  or when a chunk failed to embed (the next sync does those paths again).
 - ``symbols``: per blob, the chunker's definitions and references (the symbol graph).
 
 The manifest and the last indexed commit only move together, in one transaction
@@ -189,11 +190,14 @@ class State:
     def point_count(self, branch: str) -> int:
         return self.db.execute("SELECT count(*) FROM points WHERE branch=?", (branch,)).fetchone()[0]
 
-    def commit_paths(self, branch: str, updates: list[FileUpdate], commit: str, chunker: str) -> None:
+    def commit_paths(
+        self, branch: str, updates: list[FileUpdate], commit: str, chunker: str, retry: Iterable[str] = ()
+    ) -> None:
         """Apply per-path manifest updates and advance the branch to ``commit``, atomically.
 
         ``chunker`` is the CHUNKER_VERSION the updates were made with (recorded once a
-        sync has re-chunked every path)."""
+        sync has re-chunked every path). ``retry``: paths left in the journal, so the next
+        sync does them again (a chunk of theirs failed to embed)."""
         with self.transaction() as db:
             for up in updates:
                 db.execute("DELETE FROM points WHERE branch=? AND path=?", (branch, up.path))
@@ -206,6 +210,7 @@ class State:
                     [(branch, p.point_id, p.path, p.chunk_hash, json.dumps(p.payload)) for p in up.points or ()],
                 )
             db.execute("DELETE FROM journal WHERE branch=?", (branch,))
+            db.executemany("INSERT INTO journal VALUES(?,?)", [(branch, p) for p in sorted(set(retry))])
             db.execute(
                 "UPDATE branches SET indexed_commit=?, updated_at=?, chunker=? WHERE name=?",
                 (commit, time.time(), chunker, branch),
