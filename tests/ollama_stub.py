@@ -120,7 +120,8 @@ class OllamaStub:
         return self
 
     def close(self) -> None:
-        """Stops serving; requests still sleeping are abandoned at once."""
+        """Stops serving, like a killed server: requests still sleeping are abandoned at once,
+        and a request on a kept-alive connection gets the connection closed, no answer."""
         self._stop.set()
         self._server.shutdown()
         self._server.server_close()
@@ -258,6 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._plain(404, "404 page not found")
 
     def do_POST(self) -> None:  # noqa: N802
+        if self.stub._stop.is_set():  # closed: a kept-alive connection dies too, unanswered
+            self.close_connection = True
+            return
         body = self._read_body()
         self.stub.requests.append(StubRequest("POST", self.path, body))
         routes = {"/api/embed": self._embed, "/api/show": self._show, "/api/chat": self._chat}
