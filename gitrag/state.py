@@ -17,6 +17,7 @@ The manifest and the last indexed commit only move together, in one transaction
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -95,9 +96,17 @@ class FileUpdate:
 class State:
     """The SQLite database of one repository (``<data dir>/state.db``)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, reset_incompatible: bool = False) -> None:
+        """Open (or create) the state. A state of another format raises StateError, unless
+        ``reset_incompatible``: then it is moved aside to ``state.db.format-<N>`` and an
+        empty one takes its place (``reset_from`` says which format was moved)."""
         self.path = Path(data_dir) / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.reset_from: str | None = None
+        self._open()
+        self._check_version(reset_incompatible)
+
+    def _open(self) -> None:
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -105,17 +114,34 @@ class State:
             self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise StateError(f"cannot open {self.path}: {exc}; move it away and run `gitrag index` to rebuild") from None
-        self._check_version()
+        self._inode = os.stat(self.path).st_ino
 
-    def _check_version(self) -> None:
+    def _check_version(self, reset: bool) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES('format', ?)", (str(FORMAT_VERSION),))
-        elif int(row[0]) != FORMAT_VERSION:
-            raise StateError(
-                f"{self.path} was written by a gitrag with index format {row[0]} (this one reads {FORMAT_VERSION}); "
-                f"run `gitrag index --rebuild` to rebuild it"
-            )
+        elif row[0] != str(FORMAT_VERSION):
+            if not reset:
+                raise StateError(
+                    f"{self.path} was written by a gitrag with index format {row[0]} (this one reads "
+                    f"{FORMAT_VERSION}); run `gitrag index --rebuild` to rebuild it"
+                )
+            self.db.close()  # as the last connection, SQLite folds the WAL into the file
+            aside = self.path.with_name(f"state.db.format-{row[0]}")
+            for suffix in ("-wal", ""):  # a WAL left by another connection goes along with its file
+                if Path(f"{self.path}{suffix}").exists():
+                    Path(f"{self.path}{suffix}").replace(f"{aside}{suffix}")
+            Path(f"{self.path}-shm").unlink(missing_ok=True)
+            self._open()
+            self._check_version(False)
+            self.reset_from = str(row[0])
+
+    def is_current(self) -> bool:
+        """False once the file was deleted or replaced under us (someone removed the data folder)."""
+        try:
+            return os.stat(self.path).st_ino == self._inode
+        except FileNotFoundError:
+            return False
 
     def close(self) -> None:
         self.db.close()

@@ -24,11 +24,16 @@ def collection_name(common_dir: Path, branch: str, fingerprint: str) -> str:
 
     Shape: ``g<repo 8 hex>_<embedder 8 hex>_<branch slug ≤ 24>_<branch 10 hex>``; the slug is
     for people, the hash for uniqueness (any branch name works: slashes, unicode, case)."""
-    repo_key = hashlib.sha256(str(Path(common_dir).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:8]
     fp_key = hashlib.sha256(fingerprint.encode()).hexdigest()[:8]
     slug = re.sub(r"[^a-z0-9]+", "-", branch.lower()).strip("-")[:24] or "b"
     branch_key = hashlib.sha256(branch.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return f"g{repo_key}_{fp_key}_{slug}_{branch_key}"
+    return f"{_repo_prefix(common_dir)}{fp_key}_{slug}_{branch_key}"
+
+
+def _repo_prefix(common_dir: Path) -> str:
+    """``g<repo 8 hex>_``: how every collection name of the repository starts."""
+    repo_key = hashlib.sha256(str(Path(common_dir).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"g{repo_key}_"
 
 
 @dataclass
@@ -54,16 +59,23 @@ class Workspace:
         self.state.close()
 
 
-def open_workspace(path: str | Path = ".", settings: Settings | None = None, embedder: Embedder | None = None) -> Workspace:
+def open_workspace(
+    path: str | Path = ".", settings: Settings | None = None, embedder: Embedder | None = None, rebuild: bool = False
+) -> Workspace:
     """Open the repository containing ``path`` with its settings, state and store.
 
     Raises NotARepository outside a git repository, ConfigError for bad settings,
-    StateError for an unreadable state database."""
+    StateError for an unreadable state database or one of another format (unless
+    ``rebuild``: then it is moved aside and the repository's collections dropped)."""
     repo = GitRepo(path)
     settings = settings or config.load_settings(repo.workdir)
     data_dir = config.repo_data_dir(repo.common_dir)
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     (data_dir / "repo").write_text(str(repo.common_dir))
-    state = State(data_dir)
+    state = State(data_dir, reset_incompatible=rebuild)
     store = open_store(settings, data_dir)
+    if state.reset_from is not None:  # the old state's collections mean nothing to the new one
+        for name in store.list_collections():
+            if name.startswith(_repo_prefix(repo.common_dir)):
+                store.drop_collection(name)
     return Workspace(repo, settings, data_dir, state, store, embedder)

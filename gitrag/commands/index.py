@@ -15,7 +15,7 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
             output.info("indexed by the running daemon")
         summary = IndexSummary(**{k: v for k, v in routed.items() if k in IndexSummary.__dataclass_fields__})
     else:
-        ws = open_workspace(repo)
+        ws = open_workspace(repo, rebuild=rebuild)
         try:
             with output.progress_bar(not as_json) as progress:
                 summary = Indexer(ws, progress).sync(rebuild=rebuild)

@@ -42,9 +42,9 @@ class Service:
         self._embedders_lock = threading.Lock()
 
     # -- repositories ------------------------------------------------------------------
-    def _open(self, path: Path) -> Workspace:
+    def _open(self, path: Path, rebuild: bool = False) -> Workspace:
         """Open a repository's Workspace with an embedder shared by every repository that
-        configures the same one (one model in memory)."""
+        configures the same one (one model in memory); ``rebuild`` as in open_workspace."""
         settings = config.load_settings(GitRepo(path).workdir)
         key = (settings.embedder, settings.local_model, settings.ollama_host, settings.ollama_model,
                settings.ollama_timeout, settings.batch_size)
@@ -52,7 +52,7 @@ class Service:
             if key not in self._embedders:
                 self._embedders[key] = create(settings)
             embedder = self._embedders[key]
-        return open_workspace(path, settings, embedder)
+        return open_workspace(path, settings, embedder, rebuild=rebuild)
 
     def release_embedders(self) -> None:
         """Forget the shared embedders (the model is freed once no workspace holds it)."""
@@ -118,7 +118,7 @@ class Service:
         from gitrag.indexer import Indexer
 
         worker, root = self.worker_for(repo)
-        return await worker.serial(lambda: Indexer(worker.workspace(root)).sync(rebuild=rebuild).to_json())
+        return await worker.serial(lambda: Indexer(worker.workspace(root, rebuild)).sync(rebuild=rebuild).to_json())
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""

@@ -36,7 +36,7 @@ T = TypeVar("T")
 class RepoWorker:
     """Syncs one repository. ``opener(path)`` opens its Workspace (called once, lazily)."""
 
-    def __init__(self, common_dir: str, opener: Callable[[Path], Workspace]) -> None:
+    def __init__(self, common_dir: str, opener: Callable[..., Workspace]) -> None:
         self.common_dir = common_dir
         self._opener = opener
         self._ws: Workspace | None = None
@@ -52,16 +52,30 @@ class RepoWorker:
         self.stats: dict[str, Any] = {"syncs": 0, "last_sync": None, "last_error": None}
 
     # -- the workspace ---------------------------------------------------------------
-    def workspace(self, worktree: str | Path) -> Workspace:
+    def workspace(self, worktree: str | Path, rebuild: bool = False) -> Workspace:
         """A view of the repository's Workspace on ``worktree`` (its HEAD, its branch).
 
-        Opens the shared Workspace on first use. Raises NotARepository when the work tree
-        is gone, and what open_workspace raises."""
+        Opens the shared Workspace on first use, and again when its data folder was deleted
+        under it (the index starts over). ``rebuild``: a state of another format is moved
+        aside instead of refused. Raises NotARepository when the work tree is gone, and what
+        open_workspace raises."""
         with self._ws_lock:
+            if self._ws is not None and not self._ws.state.is_current():
+                log.warning("the data folder was deleted; starting the index over", data_dir=str(self._ws.data_dir))
+                self._discard()
             if self._ws is None:
-                self._ws = self._opener(Path(worktree))
+                self._ws = self._opener(Path(worktree), rebuild=rebuild)
                 self._ws.embedder  # noqa: B018  load it here, so every view shares it
             return replace(self._ws, repo=GitRepo(worktree))
+
+    def _discard(self) -> None:
+        """Drop a Workspace whose files are gone (closing it may fail: nothing left to flush to)."""
+        ws, self._ws = self._ws, None
+        for close in (ws.store.close, ws.state.close) if ws else ():
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - its files are gone; nothing to save
+                log.info("closing a deleted workspace", error=repr(exc))
 
     def close(self) -> None:
         """Close the Workspace (frees shards and SQLite); the next use opens it again."""
