@@ -1,0 +1,240 @@
+"""Store and state faults (issue 8): a write that fails half-way, the data folder deleted
+under a running daemon, a full disk, an index written by another gitrag version.
+
+Each ends in a clear error with the branch not advanced (or in a recovery), and the next
+sync equals a from-scratch index of HEAD: 0 points lost or wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag import config
+from gitrag.daemon import client
+from gitrag.errors import StoreError
+from gitrag.gitrepo import GitRepo
+from gitrag.indexer import Indexer
+from gitrag.state import FORMAT_VERSION, State
+from gitrag.store import PointRecord
+from gitrag.workspace import open_workspace
+from tests.daemonutil import stop_daemon, wait_for
+from tests.gitutil import Repo
+from tests.reliability import indexed_commit, lost_wrong, points, record, run, start_daemon, sync
+
+GROUP = "store and state"
+
+
+def _functions(prefix: str, n: int) -> str:
+    """``n`` functions big enough to be one chunk each."""
+    return "\n\n".join(
+        f"def {prefix}_{i}(value, other):\n    \"\"\"Compute step {i} of {prefix} from value and other.\"\"\"\n"
+        f"    total = value * {i} + other\n    for item in range({i}):\n        total += item * other - value\n"
+        f"    return total\n" for i in range(n))
+
+
+def _commit_b(repo: Repo) -> None:
+    """Edits, an insertion that shifts lines, a delete, a rename and new files: every store op."""
+    repo.write("pkg/a.py", "import os\n\n\n" + _functions("alpha", 6).replace("value * 3 +", "value * 33 +"))
+    repo.git("rm", "-q", "pkg/b.py")
+    repo.git("mv", "pkg/c.py", "pkg/c_renamed.py")
+    for k in range(4):
+        repo.write(f"pkg/new_{k}.py", _functions(f"new{k}", 5))
+    repo.commit("B")
+
+
+@pytest.fixture
+def pending(repo: Repo) -> Repo:
+    """Commit A indexed (in-process); commit B touching every kind of store write, not yet."""
+    repo.write("pkg/a.py", _functions("alpha", 6))
+    repo.write("pkg/b.py", _functions("beta", 4))
+    repo.write("pkg/c.py", _functions("gamma", 3))
+    repo.commit("A")
+    sync(repo.path)
+    _commit_b(repo)
+    return repo
+
+
+# -- a write that fails half-way ---------------------------------------------------------
+
+
+class HalfWayStore:
+    """Wraps a store; the ``nth`` call of ``op`` applies half of its work, then raises."""
+
+    def __init__(self, inner: Any, op: str, nth: int = 1) -> None:
+        self.inner, self.op, self.nth, self.calls = inner, op, nth, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != self.op:
+            return attr
+        return lambda *args, **kwargs: self._maybe_fail(attr, *args, **kwargs)
+
+    def _maybe_fail(self, fn: Any, name: str, *rest: Any) -> Any:
+        self.calls += 1
+        if self.calls != self.nth:
+            return fn(name, *rest)
+        work = rest[0] if rest else None
+        if isinstance(work, list) and work and isinstance(work[0], (PointRecord, str)):
+            fn(name, work[: len(work) // 2])  # half of the points or ids, then the failure
+        elif isinstance(work, dict) and work:
+            fn(name, dict(list(work.items())[: len(work) // 2]))
+        raise StoreError(f"simulated failure half-way through {self.op}")
+
+
+HALF_WAY = [("upsert", 1), ("upsert", 2), ("delete", 1), ("set_payload", 1), ("flush", 1)]
+
+
+@pytest.mark.parametrize(("op", "nth"), HALF_WAY)
+def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        op: str, nth: int) -> None:
+    monkeypatch.setattr("gitrag.indexer.UPSERT_BATCH", 8)  # several upsert calls per sync
+    a = indexed_commit(pending.path)
+    ws = open_workspace(pending.path)
+    try:
+        failing = HalfWayStore(ws.store, op, nth)
+        with pytest.raises(StoreError, match="half-way"):
+            Indexer(replace(ws, store=failing)).sync()  # type: ignore[arg-type]
+        assert failing.calls >= nth
+        assert ws.state.branch("main").indexed_commit == a  # type: ignore[union-attr]
+        assert ws.state.journal_paths("main")  # the next sync knows what to repair
+    finally:
+        ws.close()
+    sync(pending.path)
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record(f"store {op} #{nth} fails half-way", "StoreError, branch not advanced, journal kept; "
+           "next sync repairs", lost, wrong, GROUP)
+
+
+def test_a_failure_while_repairing_a_failure(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = open_workspace(pending.path)
+    try:
+        with pytest.raises(StoreError):
+            Indexer(replace(ws, store=HalfWayStore(ws.store, "upsert"))).sync()  # type: ignore[arg-type]
+        with pytest.raises(StoreError):  # the repair itself fails half-way
+            Indexer(replace(ws, store=HalfWayStore(ws.store, "delete_path", 2))).sync()  # type: ignore[arg-type]
+    finally:
+        ws.close()
+    sync(pending.path)
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a second store failure during the repair of the first", "StoreError twice; third sync repairs",
+           lost, wrong, GROUP)
+
+
+# -- an index from another gitrag version ----------------------------------------------------
+
+
+def _set_format(repo: Repo, version: int) -> None:
+    path = config.repo_data_dir(GitRepo(repo.path).common_dir) / "state.db"
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value=? WHERE key='format'", (str(version),))
+
+
+def test_an_index_from_another_version_is_rebuilt(pending: Repo, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _set_format(pending, FORMAT_VERSION - 1)
+    for args in (["index"], ["ask", "alpha"], ["status"]):
+        proc = run(*args, "--repo", str(pending.path))
+        assert proc.returncode == 1 and "gitrag index --rebuild" in proc.stderr, (args, proc.stderr)
+    proc = run("index", "--rebuild", "--json", "--repo", str(pending.path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["chunks_embedded"] > 0
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("index written by an older gitrag (format version)", "exit 1: run `gitrag index --rebuild`; "
+           "which rebuilds it", lost, wrong, GROUP)
+
+
+def test_an_index_from_another_version_is_rebuilt_through_the_daemon(
+        pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _set_format(pending, FORMAT_VERSION + 1)  # a newer gitrag wrote it
+    daemon = start_daemon()
+    try:
+        proc = run("index", "--repo", str(pending.path))
+        assert proc.returncode == 1 and "gitrag index --rebuild" in proc.stderr, proc.stderr
+        proc = run("index", "--rebuild", "--repo", str(pending.path))
+        assert proc.returncode == 0, proc.stderr
+        assert client.request("ask", repo=str(pending.path), question="alpha")["results"]
+    finally:
+        assert stop_daemon(daemon) == 0
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("index from another version, daemon running", "exit 1 with the hint; `--rebuild` through the "
+           "daemon rebuilds it", lost, wrong, GROUP)
+
+
+# -- the data folder deleted under a running daemon ----------------------------------------
+
+
+def _data_dir(repo: Repo) -> Path:
+    return config.repo_data_dir(GitRepo(repo.path).common_dir)
+
+
+def test_data_folder_deleted_while_the_daemon_runs(pending: Repo, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon = start_daemon()
+    try:
+        client.request("index", timeout=60, repo=str(pending.path))
+        shutil.rmtree(_data_dir(pending))
+        pending.write("pkg/after.py", _functions("after", 2))
+        pending.commit("C")
+        summary = client.request("index", timeout=60, repo=str(pending.path))
+        assert summary["previous_commit"] is None  # started over: a full index
+        answer = client.request("ask", repo=str(pending.path), question="after_1", mode="sparse")
+        assert answer["results"][0]["path"] == "pkg/after.py"
+    finally:
+        assert stop_daemon(daemon) == 0
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("data folder deleted while the daemon runs", "the daemon notices, reopens and indexes from "
+           "scratch", lost, wrong, GROUP)
+
+
+def test_data_folder_deleted_during_a_sync(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.2]]}
+    daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})
+    try:
+        cached = _vectors_cached(pending)
+        result: list[str] = []
+        thread = threading.Thread(target=lambda: result.append(_index_quietly(pending)))
+        thread.start()
+        wait_for(lambda: _vectors_cached(pending) > cached, "the sync to embed something")
+        shutil.rmtree(_data_dir(pending))
+        thread.join(60)
+        summary = client.request("index", timeout=60, repo=str(pending.path))
+        assert summary["commit"] == pending.head()
+    finally:
+        assert stop_daemon(daemon) == 0
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("data folder deleted during a sync", f"that sync {result[0]}; the next one indexes from scratch",
+           lost, wrong, GROUP)
+
+
+def _vectors_cached(repo: Repo) -> int:
+    path = _data_dir(repo) / "state.db"
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            return int(db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _index_quietly(repo: Repo) -> str:
+    try:
+        client.request("index", timeout=60, repo=str(repo.path))
+    except client.DaemonError as exc:
+        return f"failed ({type(exc).__name__}: {exc})"
+    return "completed"
