@@ -108,10 +108,11 @@ class State:
 
     def _open(self) -> None:
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
+            with self._disk_errors():  # a full disk is not a corrupt file: say so
+                self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise StateError(f"cannot open {self.path}: {exc}; move it away and run `gitrag index` to rebuild") from None
         self._inode = os.stat(self.path).st_ino
@@ -148,13 +149,29 @@ class State:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+        with self._disk_errors():
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:  # also when COMMIT itself failed (a full disk)
+                    self.db.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _disk_errors(self) -> Iterator[None]:
+        """SQLite's "database or disk is full" and "disk I/O error" as a StateError saying what to do."""
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            yield
+        except sqlite3.OperationalError as exc:
+            if "full" in str(exc):
+                raise StateError(f"the disk holding {self.path.parent} is full ({exc}): "
+                                 "free space and run `gitrag index` again") from None
+            if "disk I/O" in str(exc):
+                raise StateError(f"cannot write {self.path} ({exc}): is the disk full? "
+                                 "free space and run `gitrag index` again") from None
             raise
-        self.db.execute("COMMIT")
 
     # -- branches -------------------------------------------------------------
     def branch(self, name: str) -> Branch | None:
@@ -194,7 +211,8 @@ class State:
                 db.execute(f"DELETE FROM {table} WHERE {col}=?", (name,))
 
     def touch_branch(self, name: str) -> None:
-        self.db.execute("UPDATE branches SET last_used=? WHERE name=?", (time.time(), name))
+        with self._disk_errors():
+            self.db.execute("UPDATE branches SET last_used=? WHERE name=?", (time.time(), name))
 
     # -- manifest --------------------------------------------------------------
     def files(self, branch: str) -> dict[str, FileRow]:
@@ -293,7 +311,8 @@ class State:
 
     # -- symbol graph -------------------------------------------------------------
     def put_symbols(self, blob: str, variant: str, data: dict[str, Any]) -> None:
-        self.db.execute("INSERT OR REPLACE INTO symbols VALUES(?,?,?)", (blob, variant, json.dumps(data)))
+        with self._disk_errors():
+            self.db.execute("INSERT OR REPLACE INTO symbols VALUES(?,?,?)", (blob, variant, json.dumps(data)))
 
     def get_symbols(self, blob: str, variant: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT data FROM symbols WHERE blob=? AND variant=?", (blob, variant)).fetchone()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from gitrag import output
 from gitrag.errors import EXIT_OK
 from gitrag.indexer import Indexer, IndexSummary
@@ -19,8 +21,11 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
         try:
             with output.progress_bar(not as_json) as progress:
                 summary = Indexer(ws, progress).sync(rebuild=rebuild)
-        finally:
-            ws.close()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the sync's error is the one to report
+                ws.close()
+            raise
+        ws.close()
     if as_json:
         output.emit_json(summary.to_json())
     else:

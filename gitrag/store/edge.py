@@ -53,6 +53,11 @@ from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilt
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
+# The engine writes through memory maps of sparse, preallocated files: on a full disk a
+# write there kills the process with SIGBUS instead of failing. So no write starts with
+# less than this free, plus a generous allowance per point written.
+MIN_FREE_BYTES = 64 * 2**20
+_BYTES_PER_POINT = 16 * 1024
 
 
 def _edge_config(dim: int) -> EdgeConfig:
@@ -104,6 +109,14 @@ def _request(
     return QueryRequest(limit=limit, query=query, filter=where, with_payload=True)
 
 
+def _free_bytes(folder: Path) -> int:
+    """Bytes free for us on the file system holding ``folder`` (or its nearest existing parent)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
 def _disk_usage(folder: Path) -> int:
     """Bytes allocated on disk below ``folder`` (like ``du``: sparse WAL files count little)."""
     total = 0
@@ -133,6 +146,16 @@ class EdgeStore:
     def _dir(self, name: str) -> Path:
         return self.root / check_name(name)
 
+    def _require_space(self, points: int = 0) -> None:
+        """StoreError unless the disk has room to write ``points`` points safely (see MIN_FREE_BYTES)."""
+        need = MIN_FREE_BYTES + points * _BYTES_PER_POINT
+        free = _free_bytes(self.root)
+        if free < need:
+            raise StoreError(
+                f"the disk holding {self.root} is full ({free // 2**20} MB free, {need // 2**20} MB needed "
+                "to write safely): free space and run `gitrag index` again"
+            )
+
     def _shard(self, name: str) -> EdgeShard:
         """The open shard of an existing collection; StoreError if there is none."""
         shard = self._shards.get(name)
@@ -157,6 +180,7 @@ class EdgeStore:
                 return
             if folder.exists():  # a crash during create left a partial shard
                 shutil.rmtree(folder)
+            self._require_space()
             with translate(f"collection {folder}"):
                 self.root.mkdir(parents=True, exist_ok=True)
                 shard = EdgeShard.create(str(folder), _edge_config(dim))
@@ -203,12 +227,14 @@ class EdgeStore:
         """Build the operation and apply it; both steps raise StoreError (bad ids, full disk)."""
         with self._lock:
             shard = self._shard(name)
+            self._require_space()
             with translate(f"collection {self._dir(name)}"):
                 shard.update(operation())
 
     def upsert(self, name: str, points: list[PointRecord]) -> None:
         """Insert or replace ``points`` (same id: vectors and payload replaced)."""
         if points:
+            self._require_space(len(points))
             self._update(name, lambda: UpdateOperation.upsert_points([_point(p) for p in points]))
 
     def delete(self, name: str, ids: list[str]) -> None:
@@ -286,6 +312,7 @@ class EdgeStore:
         vacuumed and large segments get their HNSW index (blocking, seconds for 10^5 points)."""
         with self._lock:
             shard = self._shard(name)
+            self._require_space()
             with translate(f"collection {self._dir(name)}"):
                 shard.flush()
                 if shard.optimize():
