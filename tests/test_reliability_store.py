@@ -238,3 +238,75 @@ def _index_quietly(repo: Repo) -> str:
     except client.DaemonError as exc:
         return f"failed ({type(exc).__name__}: {exc})"
     return "completed"
+
+
+# -- a full disk ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs of its own (needs root, as in CI); skipped with the reason elsewhere."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _resize(mount: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True)
+
+
+def _leave_free(mount: Path, free: int) -> Path:
+    """Fill the disk with a ballast file until ``free`` bytes are left."""
+    st = os.statvfs(mount)
+    ballast = mount / "ballast"
+    with open(ballast, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, max(0, st.f_bavail * st.f_frsize - free))
+    return ballast
+
+
+def _assert_clean_failure(proc: subprocess.CompletedProcess[str]) -> None:
+    """Exit 1 (no crash, no signal, no traceback) with a line saying the disk is full."""
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "full" in proc.stderr and "free space" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_disk_full_from_the_start(repo: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("pkg/a.py", _functions("alpha", 6))
+    repo.commit("A")
+    monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
+    _assert_clean_failure(run("index", "--json", "--repo", str(repo.path)))
+    assert indexed_commit(repo.path) is None
+    _resize(disk, "512m")  # space freed
+    assert run("index", "--repo", str(repo.path)).returncode == 0
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("full disk (2 MB tmpfs) from the start", "exit 1: the disk is full, free space; "
+           "after freeing, index converges", lost, wrong, GROUP)
+
+
+@pytest.mark.parametrize("free", [64 * 1024, 8 * 2**20])
+def test_disk_fills_up_before_a_sync(pending: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     free: int) -> None:
+    _resize(disk, "512m")
+    monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
+    pending.git("checkout", "-q", "HEAD~1")
+    pending.git("checkout", "-q", "-B", "main")  # back at A: index it on the tmpfs
+    a = pending.head()
+    assert run("index", "--repo", str(pending.path)).returncode == 0
+    _commit_b(pending)
+    ballast = _leave_free(disk, free)
+    _assert_clean_failure(run("index", "--json", "--repo", str(pending.path)))
+    assert indexed_commit(pending.path) == a
+    ballast.unlink()
+    assert run("index", "--repo", str(pending.path)).returncode == 0
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record(f"disk full during a sync ({free // 1024} KB left)", "exit 1: the disk is full, free space; "
+           "branch not advanced; after freeing, converges", lost, wrong, GROUP)
