@@ -28,11 +28,38 @@ from gitrag.indexer import Indexer, IndexSummary
 from gitrag.state import State
 from gitrag.workspace import open_workspace
 from tests.daemonutil import wait_for
+from tests.gitutil import Repo
 from tests.prelude import ENV as PRELUDE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG_ENV = "RELIABILITY_LOG"
 Points = dict[str, tuple[str, tuple[float, ...]]]  # point id -> (payload JSON, dense vector rounded)
+
+
+def functions(prefix: str, n: int) -> str:
+    """``n`` Python functions, each big enough to be a chunk of its own."""
+    return "\n\n".join(
+        f"def {prefix}_{i}(value, other):\n    \"\"\"Compute step {i} of {prefix} from value and other.\"\"\"\n"
+        f"    total = value * {i} + other\n    for item in range({i}):\n        total += item * other - value\n"
+        f"    return total\n" for i in range(n))
+
+
+def commit_a(repo: Repo) -> str:
+    repo.write("pkg/a.py", functions("alpha", 6))
+    repo.write("pkg/b.py", functions("beta", 4))
+    repo.write("pkg/c.py", functions("gamma", 3))
+    return repo.commit("A")
+
+
+def commit_b(repo: Repo) -> str:
+    """After commit_a: edits, an insertion that shifts lines (payload updates), a deleted file,
+    a rename and new files, so a sync does every kind of store write."""
+    repo.write("pkg/a.py", "import os\n\n\n" + functions("alpha", 6).replace("value * 3 +", "value * 33 +"))
+    repo.git("rm", "-q", "pkg/b.py")
+    repo.git("mv", "pkg/c.py", "pkg/c_renamed.py")
+    for k in range(4):
+        repo.write(f"pkg/new_{k}.py", functions(f"new{k}", 5))
+    return repo.commit("B")
 
 
 def sync(path: Path, **kw: Any) -> IndexSummary:

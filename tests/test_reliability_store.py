@@ -30,38 +30,19 @@ from gitrag.store import PointRecord
 from gitrag.workspace import open_workspace
 from tests.daemonutil import stop_daemon, wait_for
 from tests.gitutil import Repo
-from tests.reliability import indexed_commit, lost_wrong, points, record, run, start_daemon, sync
+from tests.reliability import (
+    commit_a, commit_b, functions, indexed_commit, lost_wrong, record, run, start_daemon, sync,
+)
 
 GROUP = "store and state"
-
-
-def _functions(prefix: str, n: int) -> str:
-    """``n`` functions big enough to be one chunk each."""
-    return "\n\n".join(
-        f"def {prefix}_{i}(value, other):\n    \"\"\"Compute step {i} of {prefix} from value and other.\"\"\"\n"
-        f"    total = value * {i} + other\n    for item in range({i}):\n        total += item * other - value\n"
-        f"    return total\n" for i in range(n))
-
-
-def _commit_b(repo: Repo) -> None:
-    """Edits, an insertion that shifts lines, a delete, a rename and new files: every store op."""
-    repo.write("pkg/a.py", "import os\n\n\n" + _functions("alpha", 6).replace("value * 3 +", "value * 33 +"))
-    repo.git("rm", "-q", "pkg/b.py")
-    repo.git("mv", "pkg/c.py", "pkg/c_renamed.py")
-    for k in range(4):
-        repo.write(f"pkg/new_{k}.py", _functions(f"new{k}", 5))
-    repo.commit("B")
 
 
 @pytest.fixture
 def pending(repo: Repo) -> Repo:
     """Commit A indexed (in-process); commit B touching every kind of store write, not yet."""
-    repo.write("pkg/a.py", _functions("alpha", 6))
-    repo.write("pkg/b.py", _functions("beta", 4))
-    repo.write("pkg/c.py", _functions("gamma", 3))
-    repo.commit("A")
+    commit_a(repo)
     sync(repo.path)
-    _commit_b(repo)
+    commit_b(repo)
     return repo
 
 
@@ -188,7 +169,7 @@ def test_data_folder_deleted_while_the_daemon_runs(pending: Repo, tmp_path: Path
     try:
         client.request("index", timeout=60, repo=str(pending.path))
         shutil.rmtree(_data_dir(pending))
-        pending.write("pkg/after.py", _functions("after", 2))
+        pending.write("pkg/after.py", functions("after", 2))
         pending.commit("C")
         summary = client.request("index", timeout=60, repo=str(pending.path))
         assert summary["previous_commit"] is None  # started over: a full index
@@ -278,7 +259,7 @@ def _assert_clean_failure(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_disk_full_from_the_start(repo: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    repo.write("pkg/a.py", _functions("alpha", 6))
+    repo.write("pkg/a.py", functions("alpha", 6))
     repo.commit("A")
     monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
     _assert_clean_failure(run("index", "--json", "--repo", str(repo.path)))
@@ -300,7 +281,7 @@ def test_disk_fills_up_before_a_sync(pending: Repo, disk: Path, tmp_path: Path, 
     pending.git("checkout", "-q", "-B", "main")  # back at A: index it on the tmpfs
     a = pending.head()
     assert run("index", "--repo", str(pending.path)).returncode == 0
-    _commit_b(pending)
+    commit_b(pending)
     ballast = _leave_free(disk, free)
     _assert_clean_failure(run("index", "--json", "--repo", str(pending.path)))
     assert indexed_commit(pending.path) == a
