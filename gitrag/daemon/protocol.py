@@ -48,9 +48,11 @@ def decode(line: bytes) -> dict[str, Any]:
         message = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not a JSON line: {exc}") from None
+    except RecursionError:  # deeply nested arrays or objects
+        raise ProtocolError("not a JSON line: nested too deeply") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message must be a JSON object")
-    if message.get("v") != VERSION:
+    if message.get("v") != VERSION or isinstance(message.get("v"), bool):
         raise ProtocolError(f"protocol version {message.get('v')!r} is not supported; this side speaks v{VERSION}")
     return message
 

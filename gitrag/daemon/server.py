@@ -1,7 +1,8 @@
 """The daemon's transport: an asyncio unix-socket server, one JSON object per line.
 
-Each connection may send several requests, one line each, answered in order. A peer of
-another uid (SO_PEERCRED) is refused. ``op`` names a ``cmd_<op>`` coroutine of the
+Each connection may send several requests, one line each, answered in order; a line
+must arrive whole within READ_TIMEOUT_S (a stalled client is told so and dropped). A peer
+of another uid (SO_PEERCRED) is refused. ``op`` names a ``cmd_<op>`` coroutine of the
 handler; its result is the reply's ``result``. Every failure is a reply, never a dropped
 connection: bad JSON or version, unknown op, bad arguments (exit code 2), a GitragError
 (its kind and exit code), a bug (kind ``InternalError``, exit code 3, with the traceback;
@@ -27,6 +28,7 @@ from gitrag.daemon import protocol
 from gitrag.errors import GitragError
 
 log = structlog.get_logger("gitrag.daemon")
+READ_TIMEOUT_S = 60.0  # for each request line: a client that stalls longer (slow loris) is dropped
 
 
 class SocketInUse(GitragError):
@@ -86,10 +88,14 @@ async def _connection(handler: object, reader: asyncio.StreamReader, writer: asy
             return
         while True:
             try:
-                line = await reader.readline()
+                line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
             except ValueError:  # longer than MAX_MESSAGE
                 too_long = f"request exceeds {protocol.MAX_MESSAGE} bytes"
                 await _send(writer, protocol.failure(too_long, "ProtocolError", 2))
+                return
+            except TimeoutError:
+                stalled = f"no complete request line within {READ_TIMEOUT_S:g} s; closing"
+                await _send(writer, protocol.failure(stalled, "ProtocolError", 2))
                 return
             if not line:
                 return
