@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from gitrag import sparse
+
 import time
 from typing import Any
 
@@ -50,6 +52,6 @@ def collect(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[st
     "bytes_before", "bytes_after"}`` (bytes on disk of the collections and the state)."""
     before = disk_bytes(ws)
     result: dict[str, Any] = {"deleted": drop_deleted(ws), "dropped": drop_expired(ws, checked_out)}
-    vectors, sparse = ws.state.gc_cache() if cache else (0, 0)
-    result.update(vectors_deleted=vectors, sparse_deleted=sparse, bytes_before=before, bytes_after=disk_bytes(ws))
+    vectors, sparse_rows = ws.state.gc_cache(sparse.VERSION) if cache else (0, 0)
+    result.update(vectors_deleted=vectors, sparse_deleted=sparse_rows, bytes_before=before, bytes_after=disk_bytes(ws))
     return result

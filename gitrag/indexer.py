@@ -31,6 +31,7 @@ from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.state import Branch, FileUpdate, PointRow
 from gitrag.store import PointRecord
+from gitrag.vectors import VERSION as VECTORS_VERSION
 from gitrag.vectors import combine, path_vectors
 from gitrag.workspace import Workspace
 
@@ -38,6 +39,9 @@ log = structlog.get_logger("gitrag.indexer")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 UPSERT_BATCH = 256
+# Everything that shapes a point besides the commit: a change makes the next sync
+# re-chunk every path and rewrite every point (vectors come from the caches).
+PIPELINE_VERSION = f"{CHUNKER_VERSION}/{sparse.VERSION}/{VECTORS_VERSION}"
 _POINT_NS = uuid.UUID("6b1d9a52-3c1e-4f7e-9a55-0f0c2b7e9d11")
 
 
@@ -112,12 +116,12 @@ class Indexer:
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
         repaired = self._repair(branch)
-        if branch.indexed_commit == head and not repaired and branch.chunker == CHUNKER_VERSION:
+        if branch.indexed_commit == head and not repaired and branch.chunker == PIPELINE_VERSION:
             summary.chunks_total = self.ws.state.point_count(name)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
         touched = self._touched(branch, head) | repaired
-        self._apply(branch, head, touched, summary)
+        self._apply(branch, head, touched, summary, rewrite=branch.chunker != PIPELINE_VERSION)
         summary.chunks_total = self.ws.state.point_count(name)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
@@ -184,7 +188,7 @@ class Indexer:
         """Upsert manifest rows from cached vectors; returns paths whose vectors are missing."""
         hashes = [r.chunk_hash for r in rows]
         dense = self.ws.state.get_vectors(hashes, branch.fingerprint)
-        sparse_vecs = self.ws.state.get_sparse(hashes)
+        sparse_vecs = self.ws.state.get_sparse(hashes, sparse.VERSION)
         missing = {r.path for r in rows if r.chunk_hash not in dense or r.chunk_hash not in sparse_vecs}
         kept = [r for r in rows if r.path not in missing]
         paths, _ = path_vectors(self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in kept))
@@ -199,7 +203,7 @@ class Indexer:
         """Paths whose indexed state may differ from HEAD."""
         repo, old = self.ws.repo, branch.indexed_commit
         known = self.ws.state.files(branch.name)
-        if known and branch.chunker != CHUNKER_VERSION:  # a new chunker: every path again
+        if known and branch.chunker != PIPELINE_VERSION:  # new chunks or vectors: every path again
             return set(known) | {e.path for e in repo.files(head)}
         if old and repo.has_commit(old):
             touched = {e.path for c in repo.diff(old, head) for e in (c.old, c.new) if e is not None}
@@ -212,7 +216,8 @@ class Indexer:
         return {p for p in set(known) | set(now) if p not in known or known[p].blob != now.get(p)}
 
     # -- apply ----------------------------------------------------------------------
-    def _apply(self, branch: Branch, head: str, touched: set[str], summary: IndexSummary) -> None:
+    def _apply(self, branch: Branch, head: str, touched: set[str], summary: IndexSummary, rewrite: bool) -> None:
+        """Index ``touched`` paths; ``rewrite`` writes every point again (the pipeline changed)."""
         ws = self.ws
         entries = {e.path: e for e in ws.repo.files(head)}
         policy = Policy(ws.repo, head, ws.settings.max_file_bytes, list(entries.values()))
@@ -230,8 +235,15 @@ class Indexer:
                 if len(kept) != len(up.points or ()):
                     retry.add(up.path)
                 up.points = kept
-        self._write_store(branch, updates, old_rows, vectors, summary)
-        ws.state.commit_paths(branch.name, updates, head, CHUNKER_VERSION, retry=retry)
+        self._write_store(branch, updates, {} if rewrite else old_rows, vectors, summary)
+        if rewrite:  # points of paths gone since: the old manifest's ids not written now
+            kept = {r.point_id for up in updates for r in up.points or ()}
+            stale = [r.point_id for rows in old_rows.values() for r in rows if r.point_id not in kept]
+            if stale:
+                ws.store.delete(branch.collection, stale)
+                ws.store.flush(branch.collection)
+                summary.points_deleted += len(stale)
+        ws.state.commit_paths(branch.name, updates, head, PIPELINE_VERSION, retry=retry)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary
@@ -282,10 +294,10 @@ class Indexer:
         state, emb = self.ws.state, self.ws.embedder
         hashes = list(dict.fromkeys(r.chunk_hash for r in rows))
         vectors = state.get_vectors(hashes, branch.fingerprint)
-        sparse_have = state.get_sparse(hashes)
+        sparse_have = state.get_sparse(hashes, sparse.VERSION)
         new_sparse = {h: sparse.document_vector(self._texts[h]) for h in hashes if h not in sparse_have}
         if new_sparse:
-            state.put_sparse(new_sparse)
+            state.put_sparse(new_sparse, sparse.VERSION)
         todo = [(h, self._texts[h]) for h in hashes if h not in vectors]
         batch = max(1, self.ws.settings.batch_size)
         for i in range(0, len(todo), batch):
@@ -329,7 +341,7 @@ class Indexer:
         if not (upserts or deletes or payloads):
             return
         self.ws.state.write_journal(branch.name, [u.path for u in updates])
-        sparse_vecs = self.ws.state.get_sparse(r.chunk_hash for r in upserts)
+        sparse_vecs = self.ws.state.get_sparse((r.chunk_hash for r in upserts), sparse.VERSION)
         paths, summary.paths_embedded = path_vectors(
             self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts)
         )

@@ -2,7 +2,9 @@
 
 Terms: every identifier kept whole (``_unpack_args``, ``os.path.join``), plus its parts split
 on snake_case, camelCase, digits and dots (``unpack``, ``args``, ``path``, ``join``), all
-lower-cased, minus a small stop list. A document's weight for a term is the BM25 term
+lower-cased, minus a small stop list; each alphabetic part also adds its English stem
+(Porter2, via snowballstemmer: ``sessions`` -> ``session``, ``routing`` -> ``rout``) so a
+question's words meet the code's inflections. A document's weight for a term is the BM25 term
 frequency part, ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / AVGDL))`` (Robertson &
 Zaragoza 2009) with k1 = 1.2, b = 0.75 and a fixed average length; the IDF part is applied
 by Qdrant's ``Modifier.IDF`` on the collection, so document vectors never go stale when the
@@ -14,8 +16,16 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
 
 from gitrag.store.base import SparseVec
+
+# Bump when terms or weights change: cached sparse vectors are keyed by it, and every
+# branch's points are rewritten on its next sync.
+VERSION = "2"
+_STEMMER = snowballstemmer.stemmer("english")
 
 K1 = 1.2
 B = 0.75
@@ -40,22 +50,40 @@ def terms(text: str) -> list[str]:
         if len(whole) < 2 or whole in STOP:
             continue
         out.append(whole)
-        parts = _split(word)
+        parts, words = _split(word)
         if len(parts) > 1 or (parts and parts[0] != whole):
             out.extend(p for p in parts if p != whole)
+        for part in words:
+            root = _stem(part)
+            if root != part:
+                out.append(root)
     return out
 
 
-def _split(word: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    """Porter2 stem of an alphabetic word of 4+ letters; other words unchanged."""
+    if len(word) < 4 or not word.isalpha():
+        return word
+    root = _STEMMER.stemWord(word)
+    return root if len(root) >= 3 else word
+
+
+def _split(word: str) -> tuple[list[str], list[str]]:
+    """(parts, words): parts are the dot/underscore pieces and their camelCase words;
+    words only the single words (the ones worth stemming)."""
     parts: list[str] = []
+    words: list[str] = []
     for piece in re.split(r"[._$]+", word):
         if not piece:
             continue
-        sub = _CAMEL.findall(piece) or [piece]
+        sub = [s.lower() for s in _CAMEL.findall(piece) or [piece]]
         if len(sub) > 1:
             parts.append(piece.lower())
-        parts.extend(s.lower() for s in sub)
-    return [p for p in dict.fromkeys(parts) if len(p) >= 2 and p not in STOP]
+        parts.extend(sub)
+        words.extend(sub)
+    keep = [p for p in dict.fromkeys(parts) if len(p) >= 2 and p not in STOP]
+    return keep, [w for w in dict.fromkeys(words) if len(w) >= 4 and w not in STOP]
 
 
 def term_id(term: str) -> int:

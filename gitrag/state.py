@@ -291,22 +291,23 @@ class State:
                 [(h, fingerprint, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
             )
 
-    def get_sparse(self, hashes: Iterable[str]) -> dict[str, SparseVec]:
+    def get_sparse(self, hashes: Iterable[str], version: str) -> dict[str, SparseVec]:
+        """Cached sparse vectors of chunk hashes made by sparse-term ``version``."""
         out: dict[str, SparseVec] = {}
-        unique = list(dict.fromkeys(hashes))
+        unique = [f"{version}:{h}" for h in dict.fromkeys(hashes)]
         for i in range(0, len(unique), 500):
             part = unique[i : i + 500]
             rows = self.db.execute(f"SELECT hash, data FROM sparse WHERE hash IN ({','.join('?' * len(part))})", part)
-            for h, data in rows:
+            for key, data in rows:
                 idx, vals = json.loads(data)
-                out[h] = SparseVec(idx, vals)
+                out[key.split(":", 1)[1]] = SparseVec(idx, vals)
         return out
 
-    def put_sparse(self, items: dict[str, SparseVec]) -> None:
+    def put_sparse(self, items: dict[str, SparseVec], version: str) -> None:
         with self.transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO sparse VALUES(?,?)",
-                [(h, json.dumps([s.indices, s.values])) for h, s in items.items()],
+                [(f"{version}:{h}", json.dumps([s.indices, s.values])) for h, s in items.items()],
             )
 
     # -- symbol graph -------------------------------------------------------------
@@ -319,12 +320,15 @@ class State:
         return json.loads(row[0]) if row else None
 
     # -- garbage collection ---------------------------------------------------------
-    def gc_cache(self) -> tuple[int, int]:
-        """Delete cached vectors and sparse vectors no manifest references; returns (vectors, sparse) deleted."""
+    def gc_cache(self, sparse_version: str | None = None) -> tuple[int, int]:
+        """Delete cached vectors and sparse vectors no manifest references (and sparse vectors
+        of another ``sparse_version`` when given); returns (vectors, sparse) deleted."""
         with self.transaction() as db:
             live = "SELECT DISTINCT chunk_hash FROM points"
             v = db.execute(f"DELETE FROM vectors WHERE hash NOT LIKE 'path:%' AND hash NOT IN ({live})").rowcount
-            s = db.execute(f"DELETE FROM sparse WHERE hash NOT IN ({live})").rowcount
+            s = db.execute(f"DELETE FROM sparse WHERE substr(hash, instr(hash, ':') + 1) NOT IN ({live})").rowcount
+            if sparse_version is not None:
+                s += db.execute("DELETE FROM sparse WHERE hash NOT LIKE ?", (f"{sparse_version}:%",)).rowcount
             blobs = "SELECT DISTINCT blob FROM files"
             db.execute(f"DELETE FROM symbols WHERE blob NOT IN ({blobs})")
         self.db.execute("VACUUM")

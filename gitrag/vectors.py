@@ -21,6 +21,7 @@ from gitrag.embedders import Embedder, l2_normalise
 from gitrag.state import State
 
 PATH_WEIGHT = 0.35
+VERSION = f"1-{PATH_WEIGHT}"  # part of the indexer's PIPELINE_VERSION
 
 
 def path_text(path: str) -> str:

@@ -234,12 +234,14 @@ def test_embedder_mismatch_is_refused_then_rebuilt(base: Repo, monkeypatch: pyte
     assert len(snapshot(base.path)) == s.chunks_total
 
 
-def test_new_chunker_version_rechunks_every_path(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_new_pipeline_version_rechunks_and_rewrites_every_point(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     import gitrag.indexer
 
-    monkeypatch.setattr(gitrag.indexer, "CHUNKER_VERSION", "next")
+    before = snapshot(base.path)
+    monkeypatch.setattr(gitrag.indexer, "PIPELINE_VERSION", "next")
     s = sync(base.path)
     assert s.files_indexed == 3 and s.chunks_embedded == 0  # same texts: all from the cache
+    assert s.points_upserted == len(before) and snapshot(base.path) == before  # every point rewritten
     again = sync(base.path)
     assert again.files_indexed == 0
 

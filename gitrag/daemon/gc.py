@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from gitrag import sparse
+
 import time
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,7 @@ def collect(ws: Workspace, checked_out: set[str], last_cache_gc: float) -> dict[
         result["deleted"] = drop_deleted(ws)
         result["dropped"] = drop_expired(ws, checked_out)
         if time.time() - last_cache_gc > CACHE_GC_EVERY_S:
-            result["vectors"], _ = ws.state.gc_cache()
+            result["vectors"], _ = ws.state.gc_cache(sparse.VERSION)
             result["cache_gc"] = True
     except GitragError as exc:
         log.warning("gc failed", repo=str(ws.repo.common_dir), error=str(exc))
