@@ -114,6 +114,7 @@ def _offline(log_path: str) -> None:
     @functools.wraps(real_getaddrinfo)
     def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
         if host is not None and not is_local(host if isinstance(host, str) else host.decode()):
+            refuse("lookup", host)
             raise socket.gaierror(socket.EAI_NONAME, f"offline test: lookup of {host!r} refused")
         return real_getaddrinfo(host, *args, **kwargs)
 
