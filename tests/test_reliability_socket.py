@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from gitrag.daemon import client, protocol
 from gitrag.daemon.server import dispatch, serve
 from tests.daemonutil import stop_daemon
-from tests.reliability import record, start_daemon
+from tests.gitutil import Repo
+from tests.reliability import commit_a, commit_b, lost_wrong, record, start_daemon, sync
 
 GROUP = "socket"
 READ_TIMEOUT_S = 1.0  # the daemon's wait for a complete request line, shortened for the test
@@ -84,20 +85,58 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("what", sorted(HOSTILE))
-def test_each_hostile_line_gets_an_error_reply(daemon: subprocess.Popen[bytes], what: str) -> None:
-    (reply,) = _replies(_exchange(HOSTILE[what]))
-    assert reply["ok"] is False and reply["error"] and reply["exit_code"] in (1, 2, 3)
-    _still_serving(daemon)
-    record(what, f"error reply ({reply['kind']}), daemon keeps serving", group=GROUP)
+def test_hostile_input_during_a_sync_leaves_the_index_intact(repo: Repo, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every hostile line, an oversized message and stalled connections, sent while the daemon
+    syncs: each gets an error reply (or a close), pings keep being answered, and the sync
+    ends equal to a from-scratch index."""
+    commit_a(repo)
+    sync(repo.path)
+    commit_b(repo)
+    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.2]],
+            "set": [["gitrag.daemon.server", "READ_TIMEOUT_S", READ_TIMEOUT_S]]}
+    daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})
+    kinds: dict[str, str] = {}
+    try:
+        syncing = threading.Thread(target=lambda: client.request("index", timeout=120, repo=str(repo.path)))
+        syncing.start()
+        stalled = [_stall(b'{"v": 1, "op": "pi'), _stall(b"")]
+        for what in sorted(HOSTILE):
+            (reply,) = _replies(_exchange(HOSTILE[what]))
+            assert reply["ok"] is False and reply["error"] and reply["exit_code"] in (1, 2, 3), what
+            kinds[what] = reply["kind"]
+            _still_serving(daemon)
+        assert syncing.is_alive()  # all of it landed while the sync ran (it lasts over 2 s)
+        (reply,) = _replies(_exchange(b"x" * (protocol.MAX_MESSAGE + 10) + b"\n", timeout=30))
+        assert reply["kind"] == "ProtocolError" and "exceeds" in reply["error"]
+        for s in stalled:
+            assert json.loads(_read_all(s))["kind"] == "ProtocolError"
+            s.close()
+        syncing.join(120)
+        assert _indexed_commit_via_daemon(repo) == repo.head()
+    finally:
+        assert stop_daemon(daemon) == 0
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    for what, kind in kinds.items():
+        record(what, f"error reply ({kind}); daemon keeps serving", lost, wrong, GROUP)
+    record(f"oversized message (> {protocol.MAX_MESSAGE // 2**20} MB)", "error reply, connection closed",
+           lost, wrong, GROUP)
+    record("stalled connections (half a request, or none)", "told so and closed after the read timeout",
+           lost, wrong, GROUP)
 
 
-def test_oversized_message_is_refused_and_closed(daemon: subprocess.Popen[bytes]) -> None:
-    (reply,) = _replies(_exchange(b"x" * (protocol.MAX_MESSAGE + 10) + b"\n", timeout=30))
-    assert reply["kind"] == "ProtocolError" and "exceeds" in reply["error"]
-    _still_serving(daemon)
-    record(f"oversized message (> {protocol.MAX_MESSAGE // 2**20} MB)", "error reply, connection closed, "
-           "daemon keeps serving", group=GROUP)
+def _stall(data: bytes) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(str(protocol.socket_path()))
+    s.sendall(data)
+    return s
+
+
+def _indexed_commit_via_daemon(repo: Repo) -> str | None:
+    status = client.request("status", timeout=30, repo=str(repo.path))
+    return next(b["indexed_commit"] for b in status["repos"][0]["branches"] if b["current"])
 
 
 def test_many_requests_on_one_connection_are_answered_in_order(daemon: subprocess.Popen[bytes]) -> None:
@@ -126,8 +165,6 @@ def test_slow_loris_connections_are_closed_and_others_served(daemon: subprocess.
         for s in loris:
             s.close()
     _still_serving(daemon)
-    record("20 slow-loris connections (half a request, or none)", "each closed after the read timeout; "
-           "others served meanwhile", group=GROUP)
 
 
 def test_socket_and_folder_are_private(daemon: subprocess.Popen[bytes]) -> None:
