@@ -101,6 +101,7 @@ class Indexer:
         self.progress = progress or (lambda stage, done, total: None)
         self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for this sync
         self._embedded: set[str] = set()  # hashes embedded in this sync
+        self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
 
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False) -> IndexSummary:
@@ -191,7 +192,8 @@ class Indexer:
         sparse_vecs = self.ws.state.get_sparse(hashes, sparse.VERSION)
         missing = {r.path for r in rows if r.chunk_hash not in dense or r.chunk_hash not in sparse_vecs}
         kept = [r for r in rows if r.path not in missing]
-        paths, _ = path_vectors(self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in kept))
+        paths, _ = path_vectors(self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in kept),
+                                self._path_failed)
         records = [_record(r, dense, sparse_vecs, paths) for r in kept]
         for i in range(0, len(records), UPSERT_BATCH):
             self.ws.store.upsert(branch.collection, records[i : i + UPSERT_BATCH])
@@ -243,7 +245,7 @@ class Indexer:
                 ws.store.delete(branch.collection, stale)
                 ws.store.flush(branch.collection)
                 summary.points_deleted += len(stale)
-        ws.state.commit_paths(branch.name, updates, head, PIPELINE_VERSION, retry=retry)
+        ws.state.commit_paths(branch.name, updates, head, PIPELINE_VERSION, retry=retry | self._path_failed)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary
@@ -343,7 +345,7 @@ class Indexer:
         self.ws.state.write_journal(branch.name, [u.path for u in updates])
         sparse_vecs = self.ws.state.get_sparse((r.chunk_hash for r in upserts), sparse.VERSION)
         paths, summary.paths_embedded = path_vectors(
-            self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts)
+            self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts), self._path_failed
         )
         records = [_record(r, vectors, sparse_vecs, paths) for r in upserts]
         for i in range(0, len(records), UPSERT_BATCH):

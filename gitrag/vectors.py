@@ -18,6 +18,7 @@ import numpy as np
 
 from gitrag.chunking.text import abbreviate_path
 from gitrag.embedders import Embedder, l2_normalise
+from gitrag.embedders.base import embed_partial
 from gitrag.state import State
 
 PATH_WEIGHT = 0.35
@@ -33,20 +34,29 @@ def path_key(path: str) -> str:
     return "path:" + hashlib.sha256(path_text(path).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def path_vectors(state: State, embedder: Embedder, fingerprint: str, paths: Iterable[str]) -> tuple[dict[str, np.ndarray], int]:
+def path_vectors(
+    state: State, embedder: Embedder, fingerprint: str, paths: Iterable[str], failed: set[str] | None = None
+) -> tuple[dict[str, np.ndarray], int]:
     """Returns ({path: float32 (dim,) vector}, number of path texts embedded now).
 
     Vectors come from the cache when present; the rest are embedded in one batch and
-    cached. Raises what the embedder raises."""
+    cached. A path text the model cannot embed alone (NaN, refused) gets a zero vector,
+    so its points are their chunk vectors; it is not cached and is added to ``failed``
+    (the indexer tries it again next sync). Raises what the embedder raises as a whole."""
     wanted = {p: path_key(p) for p in dict.fromkeys(paths)}
     cached = state.get_vectors(wanted.values(), fingerprint)
     todo = sorted({path_text(p): k for p, k in wanted.items() if k not in cached}.items())
+    bad: set[str] = set()
     if todo:
-        fresh = embedder.embed_documents([text for text, _ in todo])
-        new = {key: fresh[i] for i, (_, key) in enumerate(todo)}
+        fresh, rejected = embed_partial(embedder, [text for text, _ in todo])
+        bad = {todo[i][1] for i in rejected}
+        new = {key: fresh[i] for i, (_, key) in enumerate(todo) if key not in bad}
         state.put_vectors(new, fingerprint)
         cached.update(new)
-    return {p: cached[k] for p, k in wanted.items()}, len(todo)
+    zero = np.zeros(embedder.dim, dtype=np.float32)
+    if failed is not None:
+        failed.update(p for p, k in wanted.items() if k in bad)
+    return {p: cached.get(k, zero) for p, k in wanted.items()}, len(todo) - len(bad)
 
 
 def combine(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
