@@ -185,3 +185,19 @@ def test_slow_model_load_and_a_busy_server_are_retried(pending: Repo, stub: Olla
     lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
     record("slow model load after idle; a busy server (503)", "first request after idle waits 3x the timeout; "
            "503 retried; exit 0", lost, wrong, GROUP)
+
+
+def test_a_file_name_the_model_cannot_embed(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    pending.write(f"pkg/{MARK}_named.py", "def plainly_named():\n    return 'fine'\n")
+    pending.commit("C: a file whose path text gets NaN")
+    stub.nan_marker = MARK
+    proc = _index(pending)
+    assert proc.returncode == 0, proc.stderr  # was: the whole sync refused, on every run
+    stored, manifest = points(pending.path)
+    assert set(stored) == set(manifest)
+    assert any(f"pkg/{MARK}_named.py" in p for p in manifest.values())  # indexed, without its path vector
+    stub.nan_marker = None
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)  # the path is embedded on the next sync
+    record("a file name the model cannot embed (NaN path vector)", "its points use the chunk vector alone; "
+           "the path is retried next sync", lost, wrong, GROUP)

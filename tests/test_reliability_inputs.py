@@ -14,7 +14,7 @@ import pytest
 from gitrag.chunking import analyze, treesitter
 from gitrag.gitrepo import decode_path
 from tests.gitutil import Repo
-from tests.reliability import lost_wrong, points, record, run
+from tests.reliability import lost_wrong, points, record, run, sync
 
 GOOD = "def good_function():\n    return 'good'\n"
 SUBMODULE_COMMIT = "1" * 40
@@ -121,13 +121,21 @@ def test_pathological_files_chunk_within_the_parse_budget(name: str) -> None:
     assert took < treesitter.PARSE_DEADLINE_S, f"{name} took {took:.1f} s"
 
 
-def test_a_parse_over_its_deadline_is_abandoned_for_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(treesitter, "PARSE_DEADLINE_S", 0.0)
+def test_a_parse_over_its_deadline_is_abandoned_for_windows(repo: Repo, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(treesitter, "PARSE_DEADLINE_S", 0.0)  # every parse is over budget at once
+    repo.write("nested_lines.js", INDEXED["nested_lines.js"][0])
+    repo.write("good.py", GOOD)
+    repo.commit("deep")
     t0 = time.monotonic()
+    summary = sync(repo.path)
+    assert time.monotonic() - t0 < 30 and summary.files_indexed == 2 and not summary.skipped
     result = analyze("nested_lines.js", INDEXED["nested_lines.js"][0], max_tokens=256)
-    assert time.monotonic() - t0 < 3.0
     assert result.chunks and result.fallback_reason.startswith("parse")
-    record("a parse past its deadline", f"abandoned, windows instead ({result.fallback_reason})", group="bad input")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a parse past its deadline", f"abandoned, line windows instead ({result.fallback_reason})",
+           lost, wrong, "bad input")
 
 
 BRANCHES = ["feature/deep/slashes", "ünïcödé-brånch", "release/2.0/🐛-fix-✨"]
