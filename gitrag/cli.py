@@ -218,7 +218,7 @@ def _internal_error() -> int:
 
     log_dir = config.state_dir()
     try:
-        log_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # tracebacks name paths: private
         path = log_dir / "crash.log"
         with path.open("a") as fh:
             fh.write(traceback.format_exc() + "\n")

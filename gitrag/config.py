@@ -3,6 +3,10 @@
 Precedence, lowest to highest: defaults, ``$XDG_CONFIG_HOME/gitrag/config.toml`` (or
 ``$GITRAG_HOME/config.toml``), the repository's ``.gitrag.toml``, ``GITRAG_*`` environment
 variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (tests use it).
+
+A repository's ``.gitrag.toml`` comes with the code, from whoever committed it, so it may
+not choose where code is sent or what is loaded into the process: ``USER_ONLY`` settings
+there are ignored with a warning (set them in the user config or the environment).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ _ENV = {
     "GITRAG_BATCH_SIZE": "batch_size",
     "GITRAG_BRANCH_TTL_DAYS": "branch_ttl_days",
 }
+
+
+# settings a repository's own .gitrag.toml may not set: servers that receive code, a model to load
+USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model"})
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,17 @@ def _read_toml(path: Path) -> dict[str, object]:
     return data
 
 
+def _without_user_only(path: Path, data: dict[str, object]) -> dict[str, object]:
+    import structlog  # lazily: the hook path imports this module with the standard library only
+
+    ignored = sorted(USER_ONLY & set(data))
+    structlog.get_logger("gitrag.config").warning(
+        "ignored in a repository's .gitrag.toml; set it in your own config or GITRAG_* variables",
+        file=str(path), settings=ignored,
+    )
+    return {k: v for k, v in data.items() if k not in USER_ONLY}
+
+
 def load_settings(repo_root: Path | None = None) -> Settings:
     """Settings for a repository (or none): defaults < user config < .gitrag.toml < env."""
     settings = Settings()
@@ -137,6 +156,8 @@ def load_settings(repo_root: Path | None = None) -> Settings:
         layers.append(Path(repo_root) / ".gitrag.toml")
     for path in layers:
         data = _read_toml(path)
+        if path.name == ".gitrag.toml" and USER_ONLY & set(data):
+            data = _without_user_only(path, data)
         if data:
             settings = replace(settings, **{k: _coerce(k, v) for k, v in data.items()})
             sources.append(str(path))
