@@ -30,7 +30,11 @@ from gitrag.evaluation.metrics import Result, hits, path_matches, score_question
 from gitrag.evaluation.report import PUBLISHED_SCORES, print_report, published_table
 from gitrag.evaluation.runner import mean_over_reports, percentile, run_dataset, run_eval
 
-EVAL = Path("/work/shared/eval")
+# shared/ lies beside the repository (CI clones it elsewhere with a copy of shared/ beside it)
+EVAL = next(
+    (p for p in (Path(__file__).resolve().parents[2] / "shared" / "eval", Path("/work/shared/eval")) if p.is_dir()),
+    Path("/work/shared/eval"),
+)
 CLICK = EVAL / "click-8.1.7.jsonl"
 SEMBLE = EVAL / "semble"
 needs_eval_data = pytest.mark.skipif(not CLICK.exists(), reason="shared eval data not present")
