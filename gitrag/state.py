@@ -65,7 +65,7 @@ class Branch:
     indexed_commit: str | None
     updated_at: float | None
     last_used: float | None
-    chunker: str | None = None  # CHUNKER_VERSION of the manifest's chunks
+    chunker: str | None = None  # the indexer's PIPELINE_VERSION (chunker, sparse terms, vector mix) of the manifest
 
 
 @dataclass(frozen=True)
