@@ -65,8 +65,11 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language (python, go, rust, ...).")
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
+@click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
+              help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
 @JSON
-def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool) -> None:
+def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
+        as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     \b
@@ -77,7 +80,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     """
     from gitrag.commands.ask import ask as run
 
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand))
 
 
 @cli.command()

@@ -20,6 +20,8 @@ MODES = ("hybrid", "dense", "sparse")
 PREFETCH = 40  # candidates from each of the dense and sparse lists
 CANDIDATES = 50  # fused candidates handed to the reranker
 DEFINITIONS_PER_IDENTIFIER = 3
+EXPAND_TOP = 3  # results whose dependencies --expand follows
+EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Result:
     start_byte: int = 0
     end_byte: int = 0
     point_id: str = ""
+    expanded_from: str = ""  # set on a graph expansion: the result whose dependency this is
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,13 +83,16 @@ def freshness(ws: Workspace) -> Freshness:
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    snippets: bool = True, rerank_results: bool = True,
+    snippets: bool = True, rerank_results: bool = True, expand: int = 0,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
     ``mode``: ``hybrid`` (dense + sparse, RRF k=60 per Cormack et al. 2009), ``dense`` or
     ``sparse``; hybrid results are then reranked with definition matches (see
-    gitrag.rerank) unless ``rerank_results`` is False. Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
+    gitrag.rerank) unless ``rerank_results`` is False. ``expand`` > 0 appends, after the
+    ``k`` results, the definitions the top results call or inherit from, up to that many
+    hops away, scored ``parent score * 0.5 ** hops`` (``expanded_from`` names the parent).
+    Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     name = ws.repo.branch()
@@ -106,6 +112,8 @@ def search(
     if rerank_results:
         results = _rerank(ws, branch.name, question, results, scope)
     results = results[:k]
+    if expand > 0:
+        results += _expansions(ws, branch.name, results, expand, scope)
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r)
@@ -149,13 +157,52 @@ def _definition_results(ws: Workspace, branch: str, idents: list[str], scope: Se
     out: dict[str, Result] = {}
     for ident in idents:
         for d in symbols.find_definitions(ws, ident)[:DEFINITIONS_PER_IDENTIFIER]:
-            if scope and (not d.path.startswith(scope.path_prefix) or (scope.language and d.language != scope.language)):
+            if scope and not _in_scope(d, scope):
                 continue
-            for row in ws.state.points(branch, [d.path]):
-                p = row.payload
-                if p["start_line"] <= d.start_line <= p["end_line"] and row.point_id not in out:
-                    out[row.point_id] = _from_payload(row.point_id, p, 0.0)
+            for r in _chunks_at(ws, branch, d):
+                out.setdefault(r.point_id, r)
     return list(out.values())
+
+
+def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None) -> list[Result]:
+    """Chunks of the definitions the top results depend on (callees, bases), best first."""
+    found: dict[str, Result] = {}
+    parents = {r.point_id: r for r in results}
+
+    def neighbours(c: rerank.Candidate) -> list[tuple[rerank.Candidate, int]]:
+        out = []
+        name = c.symbol.split(", ")[0]
+        if not name or name.startswith("<"):
+            return out
+        deps = symbols.dependencies(ws, name, hops=hops, path=c.path)
+        for link in deps["callees"] + deps["bases"]:
+            d = link.definition
+            if d is None or link.candidates > EXPAND_MAX_CANDIDATES or (scope and not _in_scope(d, scope)):
+                continue
+            for r in _chunks_at(ws, branch, d):
+                r.expanded_from = f"{c.path}:{c.start_line}-{c.end_line}"
+                found.setdefault(r.point_id, r)
+                out.append((_candidate(r), link.hop))
+        return out
+
+    ranked = rerank.expand([_candidate(r) for r in results], neighbours, top=EXPAND_TOP)
+    out = []
+    for c in ranked:
+        if c.key not in parents and c.key in found:
+            found[c.key].score = round(c.score, 6)
+            out.append(found[c.key])
+    return out
+
+
+def _in_scope(d: symbols.Definition, scope: SearchFilter) -> bool:
+    return d.path.startswith(scope.path_prefix) and (not scope.language or d.language == scope.language)
+
+
+def _chunks_at(ws: Workspace, branch: str, d: symbols.Definition) -> list[Result]:
+    """The chunks of ``d``'s file that hold its first line."""
+    rows = ws.state.points(branch, [d.path])
+    return [_from_payload(r.point_id, r.payload, 0.0) for r in rows
+            if r.payload["start_line"] <= d.start_line <= r.payload["end_line"]]
 
 
 def read_snippet(ws: Workspace, result: Result) -> str:
@@ -168,8 +215,9 @@ def read_snippet(ws: Workspace, result: Result) -> str:
 
 
 def ask(
-    ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None
+    ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
+    expand: int = 0,
 ) -> AskResponse:
-    """Search and wrap the results with their freshness. No chat model yet: ``answer`` is None."""
-    results = search(ws, question, k=k, mode=mode, scope=scope)
+    """Search and wrap the results with their freshness; ``answer`` is filled by the caller."""
+    results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
     return AskResponse(question, freshness(ws), results, None, mode)

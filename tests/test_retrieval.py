@@ -111,3 +111,18 @@ def test_ask_reports_freshness(indexed: Repo) -> None:
     assert r["up_to_date"] is False and r["commit"] != r["head"] == indexed.head()
     assert r["worktree_changes"] == 1 and r["answer"] is None
     assert {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet"} <= set(r["results"][0])
+
+
+def test_expand_appends_the_definitions_top_results_depend_on(indexed: Repo) -> None:
+    ws = open_workspace(indexed.path)
+    try:
+        plain = search(ws, "Client send request", k=1, mode="hybrid")
+        expanded = search(ws, "Client send request", k=1, mode="hybrid", expand=1)
+    finally:
+        ws.close()
+    assert plain[0].symbol.startswith("Client") and len(plain) == 1
+    assert expanded[0] == plain[0]
+    extra = expanded[1:]
+    assert [(r.path, r.symbol) for r in extra] == [("net/retry.py", "backoff_delay")]
+    assert extra[0].expanded_from.startswith("net/client.py:") and extra[0].score < plain[0].score
+    assert "def backoff_delay" in extra[0].snippet

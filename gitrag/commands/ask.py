@@ -11,16 +11,18 @@ from gitrag.store import SearchFilter
 from gitrag.workspace import open_workspace
 
 
-def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool) -> int:
+def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
+        expand: int = 0) -> int:
     from gitrag.daemon import routing
 
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer)  # None: no daemon runs
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand)  # None: no daemon runs
     if routed is not None:
         response, settings = routed
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None)
+            response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None,
+                               expand=expand)
         finally:
             ws.close()
         settings = ws.settings
@@ -60,7 +62,10 @@ def _print(r: AskResponse, snippets: bool = True) -> None:
     if not r.results:
         output.out.print("no results")
     for i, res in enumerate(r.results, 1):
-        output.out.print(f"[bold]{i:>2}. {res.path}:{res.start_line}-{res.end_line}[/]  {res.symbol}  [dim]{res.score:.4f}[/]")
+        via = f"  [dim](used by {res.expanded_from})[/]" if res.expanded_from else ""
+        output.out.print(
+            f"[bold]{i:>2}. {res.path}:{res.start_line}-{res.end_line}[/]  {res.symbol}  [dim]{res.score:.4f}[/]{via}"
+        )
         lines = res.snippet.splitlines() if snippets else []
         for line in lines[:8]:
             output.out.print("      " + line, markup=False)

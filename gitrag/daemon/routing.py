@@ -23,7 +23,8 @@ def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
         return None
 
 
-def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool) -> tuple[Any, Any] | None:
+def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool,
+        expand: int = 0) -> tuple[Any, Any] | None:
     """``(AskResponse, Settings)``: the daemon's answer and the repository's settings (for
     writing an answer in-process), or None when no daemon runs. Raises CommandError (the
     daemon's error, e.g. NotIndexed), Timeout, NotARepository."""
@@ -31,7 +32,7 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
     from gitrag.gitrepo import GitRepo
 
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
-                    path=path, lang=lang, no_answer=no_answer)
+                    path=path, lang=lang, no_answer=no_answer, expand=expand)
     if data is None:
         return None
     return response_from_json(data), config.load_settings(GitRepo(repo).workdir)

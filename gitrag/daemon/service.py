@@ -93,14 +93,14 @@ class Service:
         return self.accept(repo, **event)
 
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
-                      lang: str = "", no_answer: bool = False) -> dict[str, Any]:
+                      lang: str = "", no_answer: bool = False, expand: int = 0) -> dict[str, Any]:
         """The contract's ask JSON, answered from the warm embedder and store."""
         from gitrag.retrieval import ask
         from gitrag.store import SearchFilter
 
         worker, root = self.worker_for(repo)
         scope = SearchFilter(path, lang) if (path or lang) else None
-        return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope).to_json())
+        return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope, expand=expand).to_json())
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
