@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.gitutil import Repo
-from tests.reliability import ROOT, record, run
+from tests.reliability import ROOT, lost_wrong, record, run
 
 _PROBE = textwrap.dedent("""
     import json, os, socket, sys, urllib.request
@@ -84,5 +84,8 @@ def test_index_and_ask_with_the_local_model_open_no_remote_connection(repo: Repo
     assert json.loads(ask.stdout)["results"][0]["path"] == "net/retry.py"
     attempts = log.read_text().splitlines() if log.exists() else []
     assert attempts == [], attempts
+    monkeypatch.setenv("GITRAG_EMBEDDER", "local")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)  # against a from-scratch index, online
+    assert (lost, wrong) == (0, 0)
     record("no network: every non-loopback connection fails (index + ask, local model)",
-           "both succeed; 0 remote connection attempts", group="offline")
+           "both succeed; 0 remote connection attempts", lost, wrong, group="offline")

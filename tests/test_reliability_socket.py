@@ -81,7 +81,7 @@ HOSTILE = {
     "args not an object": b'{"v": 1, "op": "ask", "args": [1]}\n',
     "unexpected args": b'{"v": 1, "op": "ping", "args": {"evil": true}}\n',
     "a repo that does not exist": b'{"v": 1, "op": "ask", "args": {"repo": "/nonexistent", "question": "x"}}\n',
-    "a question that is not a string": b'{"v": 1, "op": "status", "args": {"repo": 42}}\n',
+    "a repo that is not a string": b'{"v": 1, "op": "status", "args": {"repo": 42}}\n',
 }
 
 

@@ -216,8 +216,8 @@ def _vectors_cached(repo: Repo) -> int:
 def _index_quietly(repo: Repo) -> str:
     try:
         client.request("index", timeout=60, repo=str(repo.path))
-    except client.DaemonError as exc:
-        return f"failed ({type(exc).__name__}: {exc})"
+    except client.CommandError as exc:
+        return f"failed ({exc.kind}: {str(exc).split(':')[0]}: …)"
     return "completed"
 
 
