@@ -17,7 +17,7 @@ from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
 
 MODES = ("hybrid", "dense", "sparse")
-PREFETCH = 40  # candidates from each of the dense and sparse lists
+PREFETCH = 50  # candidates from each of the dense and sparse lists (40: mean nDCG@10 0.734, 50: 0.746)
 CANDIDATES = 50  # fused candidates handed to the reranker
 DEFINITIONS_PER_IDENTIFIER = 3
 EXPAND_TOP = 3  # results whose dependencies --expand follows
