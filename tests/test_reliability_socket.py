@@ -33,7 +33,7 @@ from tests.gitutil import Repo
 from tests.reliability import commit_a, commit_b, lost_wrong, record, start_daemon, sync
 
 GROUP = "socket"
-READ_TIMEOUT_S = 1.0  # the daemon's wait for a complete request line, shortened for the test
+READ_TIMEOUT_S = 2.0  # the daemon's wait for a complete request line, shortened for the test
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_hostile_input_during_a_sync_leaves_the_index_intact(repo: Repo, tmp_pat
     commit_a(repo)
     sync(repo.path)
     commit_b(repo)
-    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.2]],
+    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.3]],
             "set": [["gitrag.daemon.server", "READ_TIMEOUT_S", READ_TIMEOUT_S]]}
     daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})
     kinds: dict[str, str] = {}
@@ -106,7 +106,7 @@ def test_hostile_input_during_a_sync_leaves_the_index_intact(repo: Repo, tmp_pat
             assert reply["ok"] is False and reply["error"] and reply["exit_code"] in (1, 2, 3), what
             kinds[what] = reply["kind"]
             _still_serving(daemon)
-        assert syncing.is_alive()  # all of it landed while the sync ran (it lasts over 2 s)
+        assert syncing.is_alive()  # all of it landed while the sync ran (it lasts over 3 s)
         (reply,) = _replies(_exchange(b"x" * (protocol.MAX_MESSAGE + 10) + b"\n", timeout=30))
         assert reply["kind"] == "ProtocolError" and "exceeds" in reply["error"]
         for s in stalled:
