@@ -15,7 +15,7 @@ from gitrag import __version__
 from gitrag.errors import EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
-JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object (see cli-contract.md).")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (fields in the README).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -62,8 +62,9 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
 @click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True,
               help="hybrid fuses dense (embedding) and sparse (BM25 terms) rankings with RRF.")
-@click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
-@click.option("--lang", "lang", default="", help="Only results in this language (python, go, rust, ...).")
+@click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
+@click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
+              "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, text, ...")
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
@@ -80,6 +81,9 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     """
     from gitrag.commands.ask import ask as run
 
+    if not question.strip():
+        raise click.BadParameter("the question is empty", param_hint="QUESTION")
+    lang = lang.lower()
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand))
 
 

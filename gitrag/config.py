@@ -113,12 +113,16 @@ def _coerce(name: str, raw: object) -> object:
     kind = {f.name: f.type for f in fields(Settings)}[name]
     try:
         if kind == "int":
-            return int(raw)  # type: ignore[arg-type]
-        if kind == "float":
-            return float(raw)  # type: ignore[arg-type]
+            value: object = int(raw)  # type: ignore[arg-type]
+        elif kind == "float":
+            value = float(raw)  # type: ignore[arg-type]
+        else:
+            return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name!r} must be a number, got {raw!r}") from None
-    return str(raw)
+    if value <= 0:  # type: ignore[operator]
+        raise ConfigError(f"setting {name!r} must be greater than 0, got {raw!r}")
+    return value
 
 
 def _read_toml(path: Path) -> dict[str, object]:
@@ -127,7 +131,7 @@ def _read_toml(path: Path) -> dict[str, object]:
             data = tomllib.load(fh)
     except FileNotFoundError:
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
     known = {f.name for f in fields(Settings)} - {"sources"}
     unknown = set(data) - known

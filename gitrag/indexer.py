@@ -103,6 +103,11 @@ class Indexer:
         self._embedded: set[str] = set()  # hashes embedded in this sync
         self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
 
+    @property
+    def pipeline(self) -> str:
+        """PIPELINE_VERSION plus the settings that decide which files are indexed."""
+        return f"{PIPELINE_VERSION}/max{self.ws.settings.max_file_bytes}"
+
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False) -> IndexSummary:
         """Bring the current branch's index to HEAD. Raises EmptyRepository on an unborn
@@ -117,12 +122,12 @@ class Indexer:
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
         repaired = self._repair(branch)
-        if branch.indexed_commit == head and not repaired and branch.chunker == PIPELINE_VERSION:
+        if branch.indexed_commit == head and not repaired and branch.chunker == self.pipeline:
             summary.chunks_total = self.ws.state.point_count(name)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
         touched = self._touched(branch, head) | repaired
-        self._apply(branch, head, touched, summary, rewrite=branch.chunker != PIPELINE_VERSION)
+        self._apply(branch, head, touched, summary, rewrite=branch.chunker != self.pipeline)
         summary.chunks_total = self.ws.state.point_count(name)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
@@ -205,7 +210,7 @@ class Indexer:
         """Paths whose indexed state may differ from HEAD."""
         repo, old = self.ws.repo, branch.indexed_commit
         known = self.ws.state.files(branch.name)
-        if known and branch.chunker != PIPELINE_VERSION:  # new chunks or vectors: every path again
+        if known and branch.chunker != self.pipeline:  # new chunks, vectors or policy: every path again
             return set(known) | {e.path for e in repo.files(head)}
         if old and repo.has_commit(old):
             touched = {e.path for c in repo.diff(old, head) for e in (c.old, c.new) if e is not None}
@@ -245,7 +250,7 @@ class Indexer:
                 ws.store.delete(branch.collection, stale)
                 ws.store.flush(branch.collection)
                 summary.points_deleted += len(stale)
-        ws.state.commit_paths(branch.name, updates, head, PIPELINE_VERSION, retry=retry | self._path_failed)
+        ws.state.commit_paths(branch.name, updates, head, self.pipeline, retry=retry | self._path_failed)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary

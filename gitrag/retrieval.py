@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gitrag import rerank, sparse, symbols
-from gitrag.errors import ConfigError, NotIndexed
+from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
 
@@ -96,9 +96,15 @@ def search(
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     name = ws.repo.branch()
+    ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
     if branch is None or not ws.store.has_collection(branch.collection):
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
+    if mode != "sparse" and branch.fingerprint != ws.embedder.fingerprint:
+        raise EmbedderMismatch(
+            f"branch {name!r} was indexed with embedder {branch.fingerprint}, but {ws.embedder.fingerprint} is "
+            f"configured; run `gitrag index --rebuild` to re-embed, or switch the embedder back"
+        )
     dense = ws.embedder.embed_query(question) if mode in ("hybrid", "dense") else None
     terms = sparse.query_vector(question) if mode in ("hybrid", "sparse") else None
     if terms is not None and not terms.indices and dense is None:

@@ -98,3 +98,22 @@ def test_help_teaches(project: Repo) -> None:
     for command in ("index", "ask", "status", "install", "eval", "gc", "mcp", "doctor"):
         assert command in out
     assert "Examples" in gitrag("ask", "--help").stdout
+
+
+def test_ask_with_another_embedder_says_how_to_fix(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    gitrag("index", cwd=project.path)
+    monkeypatch.setenv("GITRAG_EMBEDDER", "local")
+    r = gitrag("ask", "slugify", cwd=project.path)
+    assert r.returncode == 1 and "gitrag index --rebuild" in r.stderr
+
+
+def test_empty_question_and_empty_repository(repo: Repo) -> None:
+    assert gitrag("ask", "  ", "--repo", str(repo.path)).returncode == 2
+    r = gitrag("ask", "anything", "--repo", str(repo.path))
+    assert r.returncode == 1 and "has no commit yet" in r.stderr
+
+
+def test_undecodable_config_is_a_one_line_error(project: Repo) -> None:
+    (project.path / ".gitrag.toml").write_bytes(b"this is = = not toml [[[\n\x00\xff")
+    r = gitrag("status", cwd=project.path)
+    assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr

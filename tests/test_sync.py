@@ -267,3 +267,15 @@ def test_gc_forgets_deleted_branches_and_unreferenced_vectors(base: Repo) -> Non
         assert not [c for c in ws.store.list_collections() if "doomed" in c]
     finally:
         ws.close()
+
+
+def test_raising_max_file_bytes_indexes_files_skipped_before(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("big.py", "def big():\n    return '" + "x" * 400 + "'\n")
+    repo.write("small.py", "def small():\n    return 1\n")
+    repo.commit("sizes")
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "200")
+    first = sync(repo.path)
+    assert first.skipped == [{"path": "big.py", "reason": "larger than 200 bytes"}]
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "100000")
+    second = sync(repo.path)
+    assert "big.py" in {p["path"] for p in snapshot(repo.path).values()} and second.skipped == []
