@@ -25,6 +25,7 @@ from pydantic import Field
 
 from gitrag import __version__
 from gitrag.chunking import CHUNKER_VERSION
+from gitrag.daemon import routing
 from gitrag.errors import EXIT_OK, GitragError
 from gitrag.retrieval import Freshness, freshness, search
 from gitrag.store import SearchFilter
@@ -111,9 +112,14 @@ class Tools:
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str) -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         scope = SearchFilter(prefix, language.strip().lower()) if (prefix or language.strip()) else None
-        results = search(self.ws, query, k=k, mode=mode, scope=scope)
+        # a running daemon holds the embedded store (one process per shard): ask through it
+        routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, scope.language if scope else "", True)
+        if routed is not None:
+            results, fresh = routed[0].results, routed[0].freshness
+        else:
+            results, fresh = search(self.ws, query, k=k, mode=mode, scope=scope), freshness(self.ws)
         keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
-        return {"query": query, "mode": mode, **fresh_fields(freshness(self.ws)),
+        return {"query": query, "mode": mode, **fresh_fields(fresh),
                 "results": [{key: getattr(r, key) for key in keep} for r in results]}
 
     def get_symbol(self, name: str) -> dict[str, Any]:

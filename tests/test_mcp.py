@@ -314,3 +314,17 @@ def test_a_bug_in_a_tool_is_a_tool_error(indexed: Repo) -> None:
         assert tools.run(tools.index_status)["indexed"] is True  # the lock was released
     finally:
         ws.close()
+
+
+def test_search_goes_through_a_running_daemon(indexed: Repo, tmp_path: Path, daemon: Any) -> None:
+    """The daemon holds the embedded store; search_code must still answer (through it)."""
+    from gitrag.daemon import client
+
+    client.request("index", timeout=120, repo=str(indexed.path))  # the daemon now holds the collection
+
+    async def body(s: ClientSession) -> None:
+        data = await _ok(s, "search_code", query="upper-case text", k=3)
+        _fresh(data, indexed)
+        assert data["results"][0]["path"] == "app/util.py"
+
+    _drive(indexed.path, tmp_path, body)
