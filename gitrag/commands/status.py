@@ -76,7 +76,8 @@ def _print(data: dict[str, Any]) -> None:
         output.out.print(f"[bold]{repo['path']}[/]  ({repo['worktree_changes']} work-tree change(s) not indexed)")
         for b in repo["branches"]:
             mark = "*" if b["current"] else " "
-            fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {str(b['head'])[:12]}"
+            head = str(b["head"])[:12] if b["head"] else "not checked out"
+            fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {head}"
             size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
             output.out.print(f" {mark} {b['name']:<24} {fresh:<40} {b['points']:>7} points  {size}")
         if not repo["branches"]:
