@@ -332,6 +332,7 @@ class State:
             blobs = "SELECT DISTINCT blob FROM files"
             db.execute(f"DELETE FROM symbols WHERE blob NOT IN ({blobs})")
         self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # or the WAL keeps what VACUUM freed
         return v, s
 
     def size_bytes(self) -> int:

@@ -83,7 +83,13 @@ def _ensure_daemon(use_systemd: bool) -> None:
     if use_systemd:
         if info["running"]:
             launch.stop()  # a hand-started daemon makes way for the service
-        _say(unit.install())
+        try:
+            _say(unit.install())
+        except unit.SystemdError:
+            unit.uninstall()  # leave no unit file behind
+            if info["running"]:
+                launch.spawn()  # and give back the daemon that made way
+            raise
         pid = launch.wait_running(30.0)
         output.info(f"the daemon runs (pid {pid}) under systemd; to keep it running while you are logged out: "
                     f"`loginctl enable-linger $USER`" if pid else f"systemd did not start the daemon: "
