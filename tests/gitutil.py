@@ -47,3 +47,15 @@ class Repo:
 
     def head(self) -> str:
         return self.git("rev-parse", "HEAD")
+
+
+def index(path: Path) -> object:
+    """Sync the repository at ``path`` in-process (the test's GITRAG_HOME); the IndexSummary."""
+    from gitrag.indexer import Indexer
+    from gitrag.workspace import open_workspace
+
+    ws = open_workspace(path)
+    try:
+        return Indexer(ws).sync()
+    finally:
+        ws.close()

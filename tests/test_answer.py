@@ -26,10 +26,9 @@ from gitrag.answer import (
     select_evidence,
 )
 from gitrag.cli import cli
-from gitrag.indexer import Indexer
 from gitrag.retrieval import Result
 from gitrag.workspace import open_workspace
-from tests.gitutil import Repo
+from tests.gitutil import Repo, index
 from tests.ollama_stub import OllamaStub
 
 GREETER = '''\
@@ -71,11 +70,7 @@ def indexed(repo: Repo) -> Repo:
     repo.write("app/greeter.py", GREETER)
     repo.write("app/transport.py", TRANSPORT)
     repo.commit("two modules")
-    ws = open_workspace(repo.path)
-    try:
-        Indexer(ws).sync()
-    finally:
-        ws.close()
+    index(repo.path)
     return repo
 
 

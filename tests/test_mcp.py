@@ -20,10 +20,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from gitrag.chunking import CHUNKER_VERSION
-from gitrag.indexer import Indexer
 from gitrag.mcp_server import ToolInputError, clean_path
 from gitrag.workspace import open_workspace
-from tests.gitutil import Repo
+from tests.gitutil import Repo, index
 
 # Definitions and references come from the tree-sitter chunker (CHUNKER_VERSION "1");
 # the placeholder chunker ("0") records none, so those assertions cannot hold there.
@@ -82,11 +81,7 @@ def indexed(repo: Repo) -> Repo:
     repo.write("app/greeter.py", GREETER)
     repo.write("app/util.py", UTIL)
     repo.commit("greeter and util")
-    ws = open_workspace(repo.path)
-    try:
-        Indexer(ws).sync()
-    finally:
-        ws.close()
+    index(repo.path)
     return repo
 
 

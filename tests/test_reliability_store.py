@@ -25,7 +25,7 @@ from gitrag.daemon import client
 from gitrag.errors import StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.indexer import Indexer
-from gitrag.state import FORMAT_VERSION, State
+from gitrag.state import FORMAT_VERSION
 from gitrag.store import PointRecord
 from gitrag.workspace import open_workspace
 from tests.daemonutil import stop_daemon, wait_for

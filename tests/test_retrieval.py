@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gitrag.indexer import Indexer
 from gitrag.rerank import Candidate, expand, fuse_definitions, query_identifiers
 from gitrag.retrieval import ask, search
 from gitrag.sparse import query_vector, terms, with_path
 from gitrag.store import SearchFilter
 from gitrag.store.base import RRF_K
 from gitrag.workspace import open_workspace
-from tests.gitutil import Repo
+from tests.gitutil import Repo, index
 
 
 def test_terms_keep_identifiers_whole_and_split() -> None:
@@ -68,11 +67,7 @@ def indexed(repo: Repo) -> Repo:
     repo.write("ui/colors.ts", "export const paint = (text: string): string => `\\u001b[31m${text}`;\n")
     repo.write("docs/guide.md", "# Guide\n\nRetries use an exponential backoff.\n")
     repo.commit("code")
-    ws = open_workspace(repo.path)
-    try:
-        Indexer(ws).sync()
-    finally:
-        ws.close()
+    index(repo.path)
     return repo
 
 
