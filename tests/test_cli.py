@@ -117,3 +117,11 @@ def test_undecodable_config_is_a_one_line_error(project: Repo) -> None:
     (project.path / ".gitrag.toml").write_bytes(b"this is = = not toml [[[\n\x00\xff")
     r = gitrag("status", cwd=project.path)
     assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> None:
+    repo.write("we\nird.py", "def newline_named():\n    return 'odd'\n")
+    repo.commit("odd name")
+    gitrag("index", cwd=repo.path)
+    out = gitrag("ask", "newline_named", "-k", "1", cwd=repo.path).stdout
+    assert "we\\nird.py:1-2" in out.splitlines()[0]

@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
+
 from gitrag import output
 from gitrag.answer import Answer, weak_message, write_answer
 from gitrag.config import Settings
 from gitrag.errors import EXIT_OK
-from gitrag.retrieval import AskResponse, ask as run_ask
+from gitrag.retrieval import AskResponse
+from gitrag.retrieval import ask as run_ask
 from gitrag.store import SearchFilter
 from gitrag.workspace import open_workspace
 
@@ -64,7 +67,8 @@ def _print(r: AskResponse, snippets: bool = True) -> None:
     for i, res in enumerate(r.results, 1):
         via = f"  [dim](used by {res.expanded_from})[/]" if res.expanded_from else ""
         output.out.print(
-            f"[bold]{i:>2}. {res.path}:{res.start_line}-{res.end_line}[/]  {res.symbol}  [dim]{res.score:.4f}[/]{via}"
+            f"[bold]{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}[/]  {_printable(res.symbol)}"
+            f"  [dim]{res.score:.4f}[/]{via}"
         )
         lines = res.snippet.splitlines() if snippets else []
         for line in lines[:8]:
@@ -74,3 +78,11 @@ def _print(r: AskResponse, snippets: bool = True) -> None:
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: run `gitrag index`"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, safe inside rich markup: control characters (a newline in a
+    file name) escaped, ``[`` escaped."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return escape(text)
