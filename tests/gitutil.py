@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gitrag.indexer import IndexSummary
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
@@ -49,13 +53,14 @@ class Repo:
         return self.git("rev-parse", "HEAD")
 
 
-def index(path: Path) -> object:
-    """Sync the repository at ``path`` in-process (the test's GITRAG_HOME); the IndexSummary."""
+def index(path: Path, **kw: Any) -> IndexSummary:
+    """Sync the repository at ``path`` in-process (the test's GITRAG_HOME); ``kw`` go to
+    ``Indexer.sync`` (``rebuild=True``)."""
     from gitrag.indexer import Indexer
     from gitrag.workspace import open_workspace
 
     ws = open_workspace(path)
     try:
-        return Indexer(ws).sync()
+        return Indexer(ws).sync(**kw)
     finally:
         ws.close()

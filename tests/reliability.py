@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from gitrag.indexer import Indexer, IndexSummary
 from gitrag.state import State
 from gitrag.workspace import open_workspace
 from tests.daemonutil import wait_for
 from tests.gitutil import Repo
+from tests.gitutil import index as sync
 from tests.prelude import ENV as PRELUDE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,14 +60,6 @@ def commit_b(repo: Repo) -> str:
     for k in range(4):
         repo.write(f"pkg/new_{k}.py", functions(f"new{k}", 5))
     return repo.commit("B")
-
-
-def sync(path: Path, **kw: Any) -> IndexSummary:
-    ws = open_workspace(path)
-    try:
-        return Indexer(ws).sync(**kw)
-    finally:
-        ws.close()
 
 
 def _store_points(ws: Any, collection: str) -> Points:
@@ -201,3 +193,11 @@ def start_daemon(prelude: dict[str, Any] | None = None, env: dict[str, str] | No
     if proc.poll() is not None:
         raise AssertionError(f"the daemon exited with {proc.returncode}: {log.read_text()[-2000:]}")
     return proc
+
+
+def pending_repo(repo: Repo) -> Repo:
+    """Commit A indexed (in-process); commit B touching every kind of store write, not yet."""
+    commit_a(repo)
+    sync(repo.path)
+    commit_b(repo)
+    return repo

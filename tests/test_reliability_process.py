@@ -25,7 +25,8 @@ from gitrag.gitrepo import GitRepo
 from tests.daemonutil import stop_daemon
 from tests.gitutil import Repo
 from tests.reliability import (
-    commit_a, commit_b, indexed_commit, lost_wrong, record, run, spawn, start_daemon, sync,
+    pending_repo,
+    indexed_commit, lost_wrong, record, run, spawn, start_daemon,
 )
 
 GROUP = "process"
@@ -47,10 +48,7 @@ KILL_POINTS = [
 
 @pytest.fixture
 def pending(repo: Repo) -> Repo:
-    commit_a(repo)
-    sync(repo.path)
-    commit_b(repo)
-    return repo
+    return pending_repo(repo)
 
 
 def _expected_commit(target: str, repo: Repo) -> str:

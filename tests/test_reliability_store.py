@@ -31,7 +31,8 @@ from gitrag.workspace import open_workspace
 from tests.daemonutil import stop_daemon, wait_for
 from tests.gitutil import Repo
 from tests.reliability import (
-    commit_a, commit_b, functions, indexed_commit, lost_wrong, record, run, start_daemon, sync,
+    pending_repo,
+    commit_b, functions, indexed_commit, lost_wrong, record, run, start_daemon, sync,
 )
 
 GROUP = "store and state"
@@ -39,11 +40,7 @@ GROUP = "store and state"
 
 @pytest.fixture
 def pending(repo: Repo) -> Repo:
-    """Commit A indexed (in-process); commit B touching every kind of store write, not yet."""
-    commit_a(repo)
-    sync(repo.path)
-    commit_b(repo)
-    return repo
+    return pending_repo(repo)
 
 
 # -- a write that fails half-way ---------------------------------------------------------

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gitrag.indexer import Indexer, IndexSummary
 from gitrag.workspace import open_workspace
 from tests.gitutil import Repo
+from tests.gitutil import index as sync
 
 FUNCS = {
     "alpha": "def alpha(x):\n    \"\"\"Double x.\"\"\"\n    return x * 2\n",
@@ -26,14 +26,6 @@ FUNCS = {
 
 def module(*names: str, header: str = "") -> str:
     return header + "\n\n".join(FUNCS[n] for n in names)
-
-
-def sync(path: Path, **kw: Any) -> IndexSummary:
-    ws = open_workspace(path)
-    try:
-        return Indexer(ws).sync(**kw)
-    finally:
-        ws.close()
 
 
 def snapshot(path: Path) -> dict[str, dict[str, Any]]:
