@@ -158,12 +158,9 @@ class GitRepo:
     def read_blob(self, blob: str) -> bytes:
         return self.repo[blob].data
 
-    def read_blob_head(self, blob: str, limit: int) -> bytes:
-        """The first ``limit`` bytes of a blob (whole blob read: libgit2 has no partial read)."""
-        return self.repo[blob].data[:limit]
-
     def blob_size(self, blob: str) -> int:
-        return self.repo[blob].size
+        """The blob's size in bytes, from the object header (the content is not inflated)."""
+        return int(self.repo.odb.read_header(blob)[1])
 
     def attribute(self, commit: str, path: str, name: str) -> bool | str | None:
         """A ``.gitattributes`` value for ``path`` as of ``commit`` (not the work tree)."""

@@ -284,10 +284,11 @@ class Indexer:
         if reason:
             return reason, None
         try:
-            data = self.ws.repo.read_blob(entry.blob)
+            reason = policy.by_size(self.ws.repo.blob_size(entry.blob))  # a huge blob is never read
+            data = b"" if reason else self.ws.repo.read_blob(entry.blob)
         except Exception as exc:  # a corrupt or missing object: skip the file, keep going
             return f"unreadable blob: {exc}", None
-        reason = policy.by_content(data)
+        reason = reason or policy.by_content(data)
         if reason:
             return reason, None
         try:

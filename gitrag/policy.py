@@ -79,10 +79,12 @@ class Policy:
                     return f"{reason} (.gitattributes)"
         return None
 
+    def by_size(self, size: int) -> str | None:
+        """A skip reason from the blob's size in bytes (checked before reading it), else None."""
+        return f"larger than {self.max_file_bytes} bytes" if size > self.max_file_bytes else None
+
     def by_content(self, data: bytes) -> str | None:
         """A skip reason from the blob's bytes, else None."""
-        if len(data) > self.max_file_bytes:
-            return f"larger than {self.max_file_bytes} bytes"
         if data.startswith(LFS_MAGIC):
             return "Git LFS pointer"
         if b"\0" in data[:BINARY_SNIFF]:

@@ -268,9 +268,6 @@ class State:
         with self.transaction() as db:
             db.executemany("INSERT OR IGNORE INTO journal VALUES(?,?)", [(branch, p) for p in paths])
 
-    def clear_journal(self, branch: str) -> None:
-        self.db.execute("DELETE FROM journal WHERE branch=?", (branch,))
-
     # -- vector cache -------------------------------------------------------------
     def get_vectors(self, hashes: Iterable[str], fingerprint: str) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -314,10 +311,6 @@ class State:
     def put_symbols(self, blob: str, variant: str, data: dict[str, Any]) -> None:
         with self._disk_errors():
             self.db.execute("INSERT OR REPLACE INTO symbols VALUES(?,?,?)", (blob, variant, json.dumps(data)))
-
-    def get_symbols(self, blob: str, variant: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT data FROM symbols WHERE blob=? AND variant=?", (blob, variant)).fetchone()
-        return json.loads(row[0]) if row else None
 
     # -- garbage collection ---------------------------------------------------------
     def gc_cache(self, sparse_version: str | None = None) -> tuple[int, int]:

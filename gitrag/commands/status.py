@@ -25,11 +25,9 @@ def status(repo: str, as_json: bool) -> int:
 
 
 def daemon_info() -> dict[str, Any]:
-    """Whether the daemon runs (replaced by the daemon module's own probe when present)."""
-    try:
-        from gitrag.daemon.client import probe  # type: ignore[import-not-found]
-    except ImportError:
-        return {"running": False, "pid": None, "socket": None}
+    """``{"running", "pid", "socket"}``: whether a daemon answers on the socket."""
+    from gitrag.daemon.client import probe
+
     return probe()
 
 
