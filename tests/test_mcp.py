@@ -315,7 +315,7 @@ def test_search_goes_through_a_running_daemon(indexed: Repo, tmp_path: Path, dae
     """The daemon holds the embedded store; search_code must still answer (through it)."""
     from gitrag.daemon import client
 
-    client.request("index", timeout=120, repo=str(indexed.path))  # the daemon now holds the collection
+    client.request("ask", timeout=120, repo=str(indexed.path), question="greet")  # the daemon now holds the shard
 
     async def body(s: ClientSession) -> None:
         data = await _ok(s, "search_code", query="upper-case text", k=3)
