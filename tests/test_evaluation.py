@@ -30,14 +30,10 @@ from gitrag.evaluation.metrics import Result, hits, path_matches, score_question
 from gitrag.evaluation.report import PUBLISHED_SCORES, print_report, published_table
 from gitrag.evaluation.runner import mean_over_reports, percentile, run_dataset, run_eval
 
-# shared/ lies beside the repository (CI clones it elsewhere with a copy of shared/ beside it)
-EVAL = next(
-    (p for p in (Path(__file__).resolve().parents[2] / "shared" / "eval", Path("/work/shared/eval")) if p.is_dir()),
-    Path("/work/shared/eval"),
-)
+# the question sets ship inside the repository (bench/eval/, with their licenses)
+EVAL = Path(__file__).resolve().parents[1] / "bench" / "eval"
 CLICK = EVAL / "click-8.1.7.jsonl"
 SEMBLE = EVAL / "semble"
-needs_eval_data = pytest.mark.skipif(not CLICK.exists(), reason="shared eval data not present")
 
 L2, L3, L4, L5 = (1 / math.log2(n) for n in (2, 3, 4, 5))  # gains at ranks 1..4
 
@@ -197,7 +193,6 @@ def test_aggregate_means_overall_and_per_kind() -> None:
 # --- datasets ---------------------------------------------------------------------------
 
 
-@needs_eval_data
 def test_click_question_set_loads() -> None:
     data = load_dataset(CLICK)
     kinds = [q.kind for q in data.questions]
@@ -210,7 +205,6 @@ def test_click_question_set_loads() -> None:
     assert data.scope is None and not data.suffix_paths and data.headline == "recall@10"
 
 
-@needs_eval_data
 @pytest.mark.parametrize(
     ("name", "n", "cats", "targets", "spans"),
     [("fastapi", 20, (7, 8, 5), 34, 5), ("flask", 21, (7, 11, 3), 34, 0), ("requests", 20, (7, 8, 5), 25, 5)],
@@ -228,7 +222,6 @@ def test_semble_label_files_load(
     assert data.questions[0].id == f"{name}-001"
 
 
-@needs_eval_data
 def test_semble_targets_are_relevant_then_secondary() -> None:
     first = load_dataset(SEMBLE / "fastapi.json").questions[0]
     assert [t.path for t in first.targets] == [
@@ -452,7 +445,6 @@ def test_grep_mode_is_scored_per_file() -> None:
     assert [r.ranks for r in sparse.runs] == [[2], [3, 1]]
 
 
-@needs_eval_data
 def test_run_dataset_uses_semble_rules() -> None:
     data = load_dataset(SEMBLE / "requests.json")
     by_query = {q.query: q for q in data.questions}
@@ -491,7 +483,6 @@ def test_report_prints_modes_side_by_side_per_kind() -> None:
     assert "nDCG@10" in text and "latency p95 ms" in text and "published" not in text
 
 
-@needs_eval_data
 def test_semble_report_shows_published_scores() -> None:
     data = load_dataset(SEMBLE / "flask.json")
     report = run_dataset(data, {"hybrid": lambda q: [R("src/flask/app.py")]})
@@ -500,7 +491,6 @@ def test_semble_report_shows_published_scores() -> None:
     assert published_table([run_eval(QUESTIONS, {"hybrid": fake_search})]) is None
 
 
-@needs_eval_data
 def test_published_scores_match_the_semble_readme() -> None:
     readme = (SEMBLE / "README.md").read_text()
     section = readme.split("## Published scores")[1].split("Notes on the table")[0]
