@@ -1,6 +1,6 @@
 """How much text ``gitrag ask`` sends to the chat model, against reading whole files.
 
-    python bench/bench_evidence.py [--repo /tmp/corpus/click] [--questions shared/eval/click-8.1.7.jsonl]
+    python bench/bench_evidence.py [--repo /tmp/corpus/click] [--questions bench/eval/click-8.1.7.jsonl]
                                    [--embedder hash|local] [--mode hybrid] [-k 10] [--budget 3000] [--json]
 
 Indexes ``--repo`` in a temporary GITRAG_HOME (so nothing else is touched), then for
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_QUESTIONS = HERE.parent.parent / "shared" / "eval" / "click-8.1.7.jsonl"
+DEFAULT_QUESTIONS = HERE / "eval" / "click-8.1.7.jsonl"
 OFF_TOPIC = [
     "how do I bake sourdough bread", "kubernetes pod autoscaling limits", "zebra quantum marmalade",
     "what is the capital of australia", "tune postgres vacuum thresholds",

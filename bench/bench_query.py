@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_index import build_corpus  # noqa: E402
 
-QUESTIONS = HERE.parent.parent / "shared" / "eval" / "click-8.1.7.jsonl"
+QUESTIONS = HERE / "eval" / "click-8.1.7.jsonl"
 
 
 def pct(values: list[float], q: float) -> float:

@@ -15,7 +15,7 @@ from gitrag import __version__
 from gitrag.errors import EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
-JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (fields in the README).")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (every field: README, \"JSON output\").")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -121,7 +121,7 @@ def gc(repo: str, as_json: bool) -> None:
 def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, as_json: bool) -> None:
     """Measure retrieval quality on a question set: recall@1/5/10, MRR@10, nDCG@10.
 
-    QUESTIONS is a JSONL file like shared/eval/click-8.1.7.jsonl or a semble benchmark
+    QUESTIONS is a JSONL file like bench/eval/click-8.1.7.jsonl or a semble benchmark
     JSON file (fastapi.json, flask.json, requests.json). The repository is indexed first
     (incrementally); every mode runs side by side, overall and per question kind.
     """
@@ -150,7 +150,12 @@ def install(repo: str, systemd: bool | None, no_index: bool) -> None:
 @cli.command()
 @REPO
 def uninstall(repo: str) -> None:
-    """Remove gitrag's hooks (restoring the ones they replaced) and forget the repository."""
+    """Remove gitrag's hooks (restoring the ones they replaced) and forget the repository.
+
+    When no other repository is registered any more, it also removes the systemd user
+    unit and stops the daemon. The index data stays (delete the folder `gitrag status`
+    names to reclaim it).
+    """
     from gitrag.commands.install import uninstall as run
 
     _exit(lambda: run(repo))
@@ -173,7 +178,18 @@ def daemon(stop: bool, log_level: str, json_logs: bool | None, debounce: float, 
 @click.argument("hook")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def notify(hook: str, args: tuple[str, ...]) -> None:
-    """Hand a git hook event to the daemon (what the hooks run; standard library only)."""
+    """Hand one git hook event to the daemon, or spool it when no daemon answers.
+
+    This is what the installed hooks run; you do not need to. HOOK is the hook's name
+    (post-commit, post-checkout, post-merge, post-rewrite) and ARGS are the arguments git
+    passed it; `--after-rebase GITDIR` before HOOK first waits until the rebase in GITDIR
+    has ended. It never prints and always exits 0 (failures go to notify.log in the state
+    folder), and imports only the standard library.
+
+    \b
+    Example (what post-commit does):
+      gitrag notify post-commit
+    """
     from gitrag.notify import main as run
 
     sys.exit(run([hook, *args]))
@@ -238,7 +254,8 @@ def _internal_error() -> int:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["notify"]:  # the hook path: no click parsing, no logging set-up
+    if sys.argv[1:2] == ["notify"] and not {"-h", "--help"} & set(sys.argv[2:3]):
+        # the hook path: no click parsing, no logging set-up (help is click's, like every command's)
         from gitrag.notify import main as notify_main
 
         sys.exit(notify_main(sys.argv[2:]))

@@ -1,7 +1,7 @@
 """Exceptions and exit codes: the one place where they are defined.
 
 Library code raises a subclass of :class:`GitragError` with a message that says what to
-do; only the CLI turns them into exit codes (see ``../shared/cli-contract.md``):
+do; only the CLI (``gitrag/cli.py``) turns them into exit codes:
 0 success, 1 user-facing error, 2 bad usage, 3 unexpected internal error, 130 interrupt.
 """
 

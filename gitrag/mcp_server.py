@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from gitrag import __version__
 from gitrag.chunking import CHUNKER_VERSION
@@ -189,10 +189,39 @@ _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "
 _FRESH = ("Every result also has branch, commit (indexed commit), head, up_to_date and worktree_changes.")
 
 
+def argument_error(tool: str, exc: ValidationError) -> str:
+    """One line for arguments that fail a tool's schema, in gitrag's words: which
+    argument, what is wrong (pydantic's message), never the rejected value's dump.
+
+    ``Error executing tool search_code: argument 'k': Input should be greater than or
+    equal to 1; argument 'query' is required``"""
+    problems = []
+    for err in exc.errors():
+        name = ".".join(str(part) for part in err.get("loc", ())) or "arguments"
+        if err.get("type") == "missing":
+            problems.append(f"argument {name!r} is required")
+        else:
+            problems.append(f"argument {name!r}: {' '.join(str(err.get('msg', 'is invalid')).split())}")
+    return f"Error executing tool {tool}: " + "; ".join(problems or ["invalid arguments"])
+
+
+class _Server(MCPServer):
+    """The SDK's server with argument errors as gitrag's one-line messages (the SDK puts
+    pydantic's multi-line report, with the input dumped, into the tool error)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(argument_error(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
 def build_server(tools: Tools) -> MCPServer:
     """An MCPServer exposing ``tools`` as search_code, get_symbol, get_symbol_dependencies,
     get_file_outline and index_status."""
-    server = MCPServer("gitrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server = _Server("gitrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     @server.tool(name="search_code", annotations=_annotations("Search code"), description=(
         "Search the repository's indexed code by meaning and by identifiers (hybrid: embeddings + BM25, "

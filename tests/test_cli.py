@@ -98,6 +98,11 @@ def test_help_teaches(project: Repo) -> None:
     for command in ("index", "ask", "status", "install", "eval", "gc", "mcp", "doctor"):
         assert command in out
     assert "Examples" in gitrag("ask", "--help").stdout
+    assert "stops the daemon" in " ".join(gitrag("uninstall", "--help").stdout.split())
+    for flag in ("--help", "-h"):  # click's help, like every other command's (not the hook path's argparse)
+        notify = gitrag("notify", flag)
+        assert notify.returncode == 0 and notify.stdout.startswith("Usage: gitrag notify [OPTIONS] HOOK [ARGS]...")
+        assert "-h, --help  Show this message and exit." in notify.stdout
 
 
 def test_ask_with_another_embedder_says_how_to_fix(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -248,8 +248,14 @@ def test_errors_are_tool_errors_and_the_server_keeps_serving(indexed: Repo, tmp_
         assert "not in the index" in await _gitrag_error(s, "get_file_outline", path="app/missing.py")
         assert "no definition named 'NoSuchThing'" in await _gitrag_error(s, "get_symbol", name="NoSuchThing")
         assert "no definition named" in await _gitrag_error(s, "get_symbol_dependencies", symbol="NoSuchThing")
-        assert "mode" in await _error(s, "search_code", query="x", mode="fuzzy")
-        assert "k" in await _error(s, "search_code", query="x", k=0)
+        # arguments that fail the schema: gitrag's one line, naming the argument
+        assert "argument 'mode': Input should be 'hybrid', 'dense' or 'sparse'" in await _gitrag_error(
+            s, "search_code", query="x", mode="fuzzy")
+        assert "argument 'k': Input should be greater than or equal to 1" in await _gitrag_error(
+            s, "search_code", query="x", k=0)
+        assert await _gitrag_error(s, "search_code") == "Error executing tool search_code: argument 'query' is required"
+        missing = await _gitrag_error(s, "get_symbol_dependencies", hops="many")
+        assert "argument 'symbol' is required" in missing and "argument 'hops':" in missing
         assert (await _ok(s, "index_status"))["indexed"] is True  # still serving
 
     _drive(indexed.path, tmp_path, body)

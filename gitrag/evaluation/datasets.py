@@ -2,8 +2,8 @@
 
 Both load into :class:`Question` objects holding :class:`Target` spans; a target without
 a span (``start_line is None``) is file-level and is hit by any chunk of its file.
-Formats are described in ``shared/eval/README.md`` (JSONL) and
-``shared/eval/semble/README.md`` (semble, following upstream ``benchmarks/data.py``).
+Formats are described in ``bench/eval/README.md`` (JSONL) and
+``bench/eval/semble/README.md`` (semble, following upstream ``benchmarks/data.py``).
 Malformed files raise :class:`DatasetError` naming the file and the line or query.
 """
 
@@ -109,7 +109,7 @@ def load_click_jsonl(path: str | Path) -> list[Question]:
     """Questions of a JSONL file, one object per line (blank lines skipped).
 
     Schema: ``{"id", "kind", "query", "targets": [{"path", "symbol", "start_line",
-    "end_line"}]}`` (``shared/eval/README.md``); a target without lines is file-level.
+    "end_line"}]}`` (``bench/eval/README.md``); a target without lines is file-level.
     """
     source = Path(path)
     questions: list[Question] = []

@@ -1,6 +1,6 @@
 """Retrieval metrics for one question and their means: Recall@1/5/10, MRR@10, nDCG@10.
 
-Definitions follow ``shared/eval/README.md``. A result *hits* a target when the paths
+Definitions follow ``bench/eval/README.md``. A result *hits* a target when the paths
 match and, if the target has a span, the line spans overlap
 (``r.start_line <= t.end_line and t.start_line <= r.end_line``); a file-level target is
 hit by any result of its file. Two path rules:

@@ -2,7 +2,7 @@
 
 :func:`report_tables` gives one table of metrics (rows) by modes (columns) for all
 questions and one per kind; for semble label files :func:`published_table` sets our
-nDCG@10 beside the published scores of ``shared/eval/semble/README.md``.
+nDCG@10 beside the published scores of ``bench/eval/semble/README.md``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class PublishedScore:
         return float(getattr(self, name))
 
 
-#: Copied from ``shared/eval/semble/README.md`` ("Published scores (nDCG@10)"), which
+#: Copied from ``bench/eval/semble/README.md`` ("Published scores (nDCG@10)"), which
 #: took them from upstream ``benchmarks/results/*.json``.
 PUBLISHED_SCORES: tuple[PublishedScore, ...] = (
     PublishedScore("semble hybrid, potion-code-16M", 0.787, 0.913, 0.965, 0.854),

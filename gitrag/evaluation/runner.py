@@ -3,8 +3,8 @@
 A *searcher* is any callable ``query -> ranked results`` (objects with ``path``,
 ``start_line``, ``end_line``); the runner times each call, drops results outside
 ``scope``, keeps the top ``k`` and scores them with :mod:`gitrag.evaluation.metrics`.
-:meth:`EvalReport.to_json` produces the ``gitrag eval --json`` object of
-``shared/cli-contract.md``.
+:meth:`EvalReport.to_json` produces the ``gitrag eval --json`` object documented field
+by field in the README ("JSON output").
 """
 
 from __future__ import annotations
