@@ -87,7 +87,7 @@ def problems_in(rel: str, text: str) -> list[str]:
 
 
 def test_no_tracked_file_refers_to_a_path_outside_the_repository() -> None:
-    files = tracked_text_files()
+    files = [p for p in tracked_text_files() if p != Path(__file__).resolve()]  # this file spells the refused forms
     assert len(files) > 50 and any(p.name == "README.md" for p in files)
     problems = [p for path in files for p in problems_in(str(path.relative_to(ROOT)), path.read_text(errors="replace"))]
     assert not problems, "paths outside the repository:\n" + "\n".join(problems)
