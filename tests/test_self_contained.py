@@ -114,3 +114,18 @@ def test_the_check_catches_an_outside_path(line: str) -> None:
 ])
 def test_the_check_accepts_paths_inside(line: str) -> None:
     assert not problems_in("docs/example.md", line), line
+
+
+def test_the_readme_two_commands_are_scripts_of_the_repository() -> None:
+    """The block .ci/run extracts: two lines, each running an executable script of the
+    repository; .ci/run reads them from the README (it holds no copy of them)."""
+    readme = (ROOT / "README.md").read_text()
+    marker = "<!-- the two commands -->"
+    assert marker in readme and marker in (ROOT / ".ci" / "run").read_text()
+    block = readme.split(marker, 1)[1].split("```", 2)[1].splitlines()[1:]
+    commands = [line.split("#", 1)[0].strip() for line in block if line.strip()]
+    assert len(commands) == 2, commands
+    for command in commands:
+        script = ROOT / command.split()[0]
+        assert script.is_file() and script.stat().st_mode & 0o111, f"{command!r}: no executable {script}"
+        assert command not in (ROOT / ".ci" / "run").read_text(), f".ci/run holds a copy of {command!r}"
