@@ -476,6 +476,50 @@ def test_other_languages_definitions(path: str, source: str,
     assert any(kind == "inherit" for kind, *_ in ((r.kind,) for r in analysis.references))
 
 
+
+def test_kotlin_grammar_wheel_names_imports_and_members() -> None:
+    """tree-sitter-kotlin 1.x: ``import`` nodes, named fields, ``block_comment``."""
+    analysis = run("Main.kt", '''
+        package app.core
+
+        import kotlin.math.max
+        import foo.bar.* // all of it
+        import x.y.Z as W
+
+        /** A user. */
+        class User(val name: String) : Base(), Iface {
+            constructor(x: Int) : this("a")
+            companion object Factory {
+                fun make() = User("x").greet()
+            }
+        }
+
+        typealias Id = String
+    ''', max_tokens=40)
+    assert refs(analysis, "import") == {("", "kotlin.math.max"), ("", "foo.bar"), ("", "x.y.Z")}
+    assert chunk_with(analysis, "import kotlin").symbol == "<imports>"
+    assert "/** A user. */" in chunk_with(analysis, "class User").text
+    assert defs(analysis)["User.constructor"] == ("method", "User")
+    assert defs(analysis)["User.Factory.make"] == ("method", "User.Factory")
+    assert defs(analysis)["Id"] == ("class", "")
+    assert {("User", "Base"), ("User", "Iface")} <= refs(analysis, "inherit")
+
+
+def test_python_assignments_in_a_block_are_labelled_as_before_the_wrapper() -> None:
+    """tree-sitter-python 0.25 wraps assignments in ``expression_statement``: a module-level
+    block is still labelled level by level in source order, down to the same depth."""
+    analysis = run("cli.py", '''
+        import os
+
+        if __name__ == "__main__":
+            parser = make_parser()
+            if parser.ok:
+                args = parser.parse_args()
+            class Local:
+                pass
+    ''', max_tokens=40)
+    assert chunk_with(analysis, "if __name__").symbol == "parser, Local, args"
+
 # --- Markdown, rst, INI/TOML, plain text ----------------------------------------------
 
 MARKDOWN = '''

@@ -176,13 +176,13 @@ def import_targets(node: Node, lang: str, data: bytes) -> list[str]:
     if t == "use_declaration":
         arg = node.child_by_field_name("argument")
         return _expand_braces(text_of(arg, data)) if arg is not None else []
-    if t == "import_header":  # Kotlin: the path without any trailing comment
-        ident = next((c for c in node.named_children if c.type == "identifier"), None)
-        return [text_of(ident, data)] if ident is not None else []
+    if lang == "kotlin" and t == "import":  # the path, without ``.*`` or ``as`` alias
+        path = next((c for c in node.named_children if c.type == "qualified_identifier"), None)
+        return [text_of(path, data)] if path is not None else []
     if t == "preproc_include":
         path = node.child_by_field_name("path")
         return [_unquote(text_of(path, data))] if path is not None else []
-    if t in ("import_declaration", "import_header", "using_directive", "namespace_use_declaration",
+    if t in ("import_declaration", "using_directive", "namespace_use_declaration",
              "extern_crate_declaration", "using_declaration"):
         text = one_line(text_of(node, data), 400)
         for word in ("import ", "static ", "using ", "use ", "extern crate ", "global ", "function ", "const "):
@@ -263,9 +263,10 @@ def _query(spec: LangSpec, types: set[str]) -> Any:
     query = _queries.get(spec.name)
     if query is None:
         from tree_sitter import Query
-        from tree_sitter_language_pack import get_language
 
-        language = get_language(spec.name)  # type: ignore[arg-type]
+        from gitrag.chunking.treesitter import get_language
+
+        language = get_language(spec.name)
         known = sorted(t for t in types if language.id_for_node_kind(t, True) is not None)
         query = _queries[spec.name] = Query(language, "[%s] @n" % " ".join(f"({t})" for t in known))
     return query

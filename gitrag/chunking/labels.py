@@ -50,8 +50,21 @@ def labels(node: Node, spec: LangSpec, data: bytes, prefix: str) -> list[str]:
             out.extend(n for n in found if n not in out)
             continue
         if depth < _MAX_DEPTH and current.type not in _SKIP:
-            queue.extend((child, depth + 1) for child in current.named_children)
+            queue.extend((child, depth + 1) for child in _children(current, spec))
     return out[:MAX_LABELS]
+
+
+def _children(node: Node, spec: LangSpec) -> list[Node]:
+    """Named children, seeing through a Python ``expression_statement``: tree-sitter-python
+    0.25 wraps every assignment in one, which would push the names it declares a level
+    deeper (out of the search's depth, and behind shallower definitions)."""
+    out: list[Node] = []
+    for child in node.named_children:
+        if spec.name == "python" and child.type == "expression_statement":
+            out.extend(child.named_children)
+        else:
+            out.append(child)
+    return out
 
 
 def _names_at(node: Node, spec: LangSpec, data: bytes, prefix: str) -> list[str] | None:

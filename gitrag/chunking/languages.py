@@ -80,8 +80,8 @@ SPECS: dict[str, LangSpec] = {
         "kotlin", functions=_F({"function_declaration", "secondary_constructor"}),
         containers=_F({"class_declaration", "object_declaration", "companion_object"}),
         types=_F({"type_alias"}),
-        attach=_F({"line_comment", "multiline_comment", "comment"}),
-        imports=_F({"import_list", "import_header", "package_header"}),
+        attach=_F({"line_comment", "block_comment"}),
+        imports=_F({"import", "package_header"}),
     ),
     "c": LangSpec(
         "c", functions=_F({"function_definition"}), types=_C_TYPES,
@@ -102,7 +102,7 @@ SPECS: dict[str, LangSpec] = {
             "operator_declaration", "conversion_operator_declaration",
             "property_declaration", "indexer_declaration"}),
         containers=_F({"class_declaration", "struct_declaration", "interface_declaration",
-                       "record_declaration", "record_struct_declaration"}),
+                       "record_declaration"}),  # ``record struct`` too
         types=_F({"enum_declaration", "delegate_declaration"}),
         namespaces=_F({"namespace_declaration"}),
         imports=_F({"using_directive", "file_scoped_namespace_declaration"}),

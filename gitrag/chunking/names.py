@@ -150,7 +150,9 @@ def _container(core: Node, outer: Node, spec: LangSpec, data: bytes, prefix: str
                default: bool) -> DefInfo | None:
     if spec.name == "rust" and core.type == "impl_item":
         return _rust_impl(core, outer, data, prefix)
-    name = _name_text(core, data) or _kotlin_name(core, data, ("type_identifier",))
+    # a Kotlin ``typealias`` has no name field: its name is its first identifier
+    name = _name_text(core, data) or _first_child_text(
+        core, data, ("identifier",) if spec.name == "kotlin" else ("type_identifier",))
     if not name and core.type == "companion_object":
         name = "Companion"
     if not name:
@@ -195,7 +197,7 @@ def _function_name(core: Node, spec: LangSpec, data: bytes) -> str | None:
     if lang == "kotlin":
         if core.type == "secondary_constructor":
             return "constructor"
-        return _kotlin_name(core, data, ("simple_identifier",))
+        return _name_text(core, data)
     if lang == "ruby" and core.type == "singleton_method":
         name = _name_text(core, data)
         obj = _field(core, "object")
@@ -220,7 +222,7 @@ def _go_method_name(core: Node, data: bytes) -> str | None:
     return f"{_strip_generics(text_of(typ, data))}.{name}"
 
 
-def _kotlin_name(core: Node, data: bytes, types: tuple[str, ...]) -> str | None:
+def _first_child_text(core: Node, data: bytes, types: tuple[str, ...]) -> str | None:
     for child in core.named_children:
         if child.type in types:
             return text_of(child, data)

@@ -1,14 +1,16 @@
 """Budgeted tree-sitter parsing with one cached parser per language.
 
-Grammars come bundled with ``tree_sitter_language_pack`` 0.13.0 (nothing downloads).
+Each grammar is the language's own PyPI wheel (``tree-sitter-python``, ...), compiled and
+offline: nothing downloads at run time, and only the wheel of a language being parsed is
+imported (:data:`GRAMMARS`).
 Parsing is skipped for files that would be slow or pointless to parse (very large files,
 minified lines), and aborted through the progress callback after a deadline.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
-import warnings
 from typing import Any
 
 MAX_PARSE_BYTES = 1_000_000  # larger files go to windows without parsing
@@ -16,19 +18,52 @@ MAX_LINE_BYTES = 10_000  # a longer line means minified/generated code: windows
 PARSE_DEADLINE_S = 5.0  # generous, so results do not depend on machine load
 _READ_BLOCK = 1 << 16
 
+# chunker language -> (module of its grammar wheel, function returning the TSLanguage pointer)
+GRAMMARS: dict[str, tuple[str, str]] = {
+    "python": ("tree_sitter_python", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
+    "java": ("tree_sitter_java", "language"),
+    "kotlin": ("tree_sitter_kotlin", "language"),
+    "c": ("tree_sitter_c", "language"),
+    "cpp": ("tree_sitter_cpp", "language"),
+    "csharp": ("tree_sitter_c_sharp", "language"),
+    "php": ("tree_sitter_php", "language_php"),  # PHP in HTML (``php_only`` needs no ``<?php``)
+    "ruby": ("tree_sitter_ruby", "language"),
+}
+
+_languages: dict[str, Any] = {}
 _parsers: dict[str, Any] = {}
 
 
+def get_language(language: str) -> Any:
+    """The cached ``tree_sitter.Language`` for ``language`` (a key of :data:`GRAMMARS`).
+
+    Imports only that language's wheel. Raises ``LookupError`` for a language without a
+    grammar, ``ImportError`` when its wheel is not installed, ``ValueError`` when the
+    grammar's ABI is one the installed ``tree_sitter`` cannot load.
+    """
+    lang = _languages.get(language)
+    if lang is None:
+        if language not in GRAMMARS:
+            raise LookupError(f"no tree-sitter grammar for {language!r}")
+        from tree_sitter import Language
+
+        module, function = GRAMMARS[language]
+        lang = _languages[language] = Language(getattr(importlib.import_module(module), function)())
+    return lang
+
+
 def get_parser(language: str) -> Any:
-    """The cached ``tree_sitter.Parser`` for ``language``; raises ``LookupError`` if unknown."""
+    """The cached ``tree_sitter.Parser`` for ``language``; raises as :func:`get_language`."""
     parser = _parsers.get(language)
     if parser is None:
-        from tree_sitter_language_pack import get_parser as _load
+        from tree_sitter import Parser
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            parser = _load(language)  # type: ignore[arg-type]
-        _parsers[language] = parser
+        parser = _parsers[language] = Parser(get_language(language))
     return parser
 
 

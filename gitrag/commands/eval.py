@@ -23,7 +23,7 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
     scope = data.scope if scope is None else scope
     ws = open_workspace(repo)
     try:
-        with output.progress_bar(not as_json) as progress:
+        with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
             summary = Indexer(ws, progress).sync()
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")

@@ -19,7 +19,7 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
     else:
         ws = open_workspace(repo, rebuild=rebuild)
         try:
-            with output.progress_bar(not as_json) as progress:
+            with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
                 summary = Indexer(ws, progress).sync(rebuild=rebuild)
         except BaseException:
             with contextlib.suppress(Exception):  # the sync's error is the one to report

@@ -117,7 +117,8 @@ def _first_index(r: GitRepo) -> None:
 
             ws = open_workspace(r.root)
             try:
-                summary = Indexer(ws).sync().to_json()
+                with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
+                    summary = Indexer(ws, progress).sync().to_json()
             finally:
                 ws.close()
     except client.CommandError as exc:

@@ -20,7 +20,7 @@ import structlog
 
 from gitrag import __version__, config
 from gitrag.daemon import registry
-from gitrag.daemon.worker import RepoWorker
+from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace, open_workspace
@@ -118,7 +118,12 @@ class Service:
         from gitrag.indexer import Indexer
 
         worker, root = self.worker_for(repo)
-        return await worker.serial(lambda: Indexer(worker.workspace(root, rebuild)).sync(rebuild=rebuild).to_json())
+
+        def run() -> dict[str, Any]:
+            ws = worker.workspace(root, rebuild)
+            return Indexer(ws, sync_progress(str(root), ws.repo.branch())).sync(rebuild=rebuild).to_json()
+
+        return await worker.serial(run)
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""

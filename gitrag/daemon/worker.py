@@ -30,6 +30,18 @@ from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
+
+
+def sync_progress(worktree: str, branch: str) -> Callable[[str, int, int], None]:
+    """The indexer's progress callback in the daemon: an info log event ``sync progress``
+    (worktree, branch, stage, done, total, percent, seconds) every
+    ``GITRAG_PROGRESS_INTERVAL`` seconds of a long sync (:mod:`gitrag.progress`)."""
+    from gitrag.progress import Lines, interval
+
+    def emit(_line: str, fields: dict[str, Any]) -> None:
+        log.info("sync progress", worktree=worktree, branch=branch, **fields)
+
+    return Lines(f"syncing {branch}", emit, interval())
 T = TypeVar("T")
 
 
@@ -142,7 +154,8 @@ class RepoWorker:
         from gitrag.indexer import Indexer
 
         try:
-            summary = Indexer(self.workspace(worktree)).sync()
+            ws = self.workspace(worktree)
+            summary = Indexer(ws, sync_progress(worktree, ws.repo.branch())).sync()
         except EmptyRepository:
             return None
         except NotARepository as exc:

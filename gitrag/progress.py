@@ -1,0 +1,78 @@
+"""Progress of a long sync as plain lines, for where no bar can be drawn: a pipe, a CI log,
+a file, the daemon's log.
+
+The indexer reports ``(stage, done, total)`` (stages ``restore``, ``chunk``, ``embed``,
+``store``; ``total`` is known when a stage starts). :class:`Lines` turns those calls into
+at most one line per interval, e.g.::
+
+    indexing main: embedding chunks 1,200/4,300, 28%, 41 s
+
+``GITRAG_PROGRESS_INTERVAL`` sets the interval in seconds (default 5; ``0``: a line at
+every report, as tests use; ``off``: no lines). A sync shorter than the interval prints
+nothing. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_INTERVAL_S = 5.0
+ENV = "GITRAG_PROGRESS_INTERVAL"
+STAGES = {"chunk": "chunking files", "embed": "embedding chunks", "store": "writing points",
+          "restore": "restoring points"}
+# what :func:`format_line` writes, for programs that read the lines back
+LINE_RE = re.compile(r"^(?P<label>.+): (?P<stage>[a-z ]+) (?P<done>[\d,]+)/(?P<total>[\d,]+), "
+                     r"(?P<percent>\d+)%, (?P<seconds>\d+) s$")
+
+Emit = Callable[[str, dict[str, Any]], None]  # (line, fields)
+
+
+def interval(environ: dict[str, str] | None = None) -> float | None:
+    """Seconds between lines from ``GITRAG_PROGRESS_INTERVAL``; ``None`` when ``off``.
+
+    Unset, empty or unreadable values give :data:`DEFAULT_INTERVAL_S`; negatives count as 0.
+    """
+    raw = (os.environ if environ is None else environ).get(ENV, "").strip().lower()
+    if raw in ("off", "none", "no", "false"):
+        return None
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_INTERVAL_S
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+
+
+def format_line(label: str, stage: str, done: int, total: int, seconds: float) -> str:
+    """``"{label}: {stage description} {done}/{total}, {percent}%, {seconds} s"``, counts with
+    thousands separators, percent and seconds rounded down; parsed back by :data:`LINE_RE`."""
+    percent = 100 * done // total if total > 0 else 100
+    return f"{label}: {STAGES.get(stage, stage)} {done:,}/{total:,}, {percent}%, {int(seconds)} s"
+
+
+class Lines:
+    """A ``(stage, done, total)`` progress callback calling ``emit(line, fields)`` at most
+    once per ``every`` seconds (the first time ``every`` seconds after it was made).
+
+    ``fields`` are ``stage, done, total, percent, seconds`` (for structured logs). ``every``
+    ``None`` makes a callback that never emits.
+    """
+
+    def __init__(self, label: str, emit: Emit, every: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.emit, self.every, self.clock = label, emit, every, clock
+        self.started = self._last = clock()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.every is None:
+            return
+        now = self.clock()
+        if now - self._last < self.every:
+            return
+        self._last = now
+        seconds = now - self.started
+        fields = {"stage": stage, "done": done, "total": total,
+                  "percent": 100 * done // total if total > 0 else 100, "seconds": round(seconds, 1)}
+        self.emit(format_line(self.label, stage, done, total, seconds), fields)
