@@ -1,6 +1,6 @@
 """``gitrag doctor``: check and explain, one line each, with the command that fixes it.
 
-Checks: git version; hooks installed, registered and not shadowed (core.hooksPath, a
+Checks: git version; hooks installed, registered, runnable (LF line ends) and not shadowed (core.hooksPath, a
 missing interpreter); daemon reachable (and events waiting in the spool); embedder usable
 (Ollama: server reachable and model pulled); store writable; index lag per branch.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
@@ -24,7 +24,7 @@ from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
 from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
 from gitrag.gitrepo import GitRepo
-from gitrag.install import HOOKS, explain, find_target, is_ours, slot
+from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
 
@@ -62,6 +62,11 @@ def check_hooks(repo: GitRepo) -> Check:
             shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})"
         return Check("hooks", "fail", f"{', '.join(missing)} not installed in {target.folder}{shadow}",
                      f"gitrag install --repo {repo.root}")
+    broken = [(n, fault) for n in HOOKS if (fault := line_end_fault(slot(target.folder, n)))]
+    if broken:
+        names = ", ".join(n for n, _ in broken)
+        return Check("hooks", "fail", f"{names} in {target.folder} {broken[0][1]}: the daemon hears of no commit",
+                     f"gitrag install --repo {repo.root} (rewrites them with LF line ends)")
     python = _hook_python(slot(target.folder, HOOKS[0]))
     if python and not os.access(python, os.X_OK):
         return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")

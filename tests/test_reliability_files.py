@@ -1,0 +1,67 @@
+"""Hooks and files that broke the index in issue 13: hooks rewritten with CRLF line ends,
+content-free files, vendored and minified code. Real repositories with real commits, the
+real daemon and hooks, the real chunker and store; each case ends in a comparison with a
+from-scratch index of HEAD (0 points lost or wrong).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitrag.chunking import analyze
+from tests.daemonutil import gitrag, indexed_at, stop_daemon, wait_for
+from tests.gitutil import GIT_ENV, Repo
+from tests.reliability import lost_wrong, points, record
+
+HOOKS_GROUP = "hooks"
+INPUT_GROUP = "bad input"
+
+
+def _git_commit(repo: Repo, message: str) -> subprocess.CompletedProcess[str]:
+    """``git commit`` as a user runs it: the hooks' complaints are on its stderr."""
+    repo.git("add", "-A")
+    return subprocess.run(["git", "commit", "-q", "-m", message], cwd=repo.path, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}, check=True)
+
+
+def test_crlf_hooks_are_reported_by_doctor_and_repaired_by_install(
+    repo: Repo, daemon: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooks = repo.path / ".git" / "hooks"
+    repo.write("a.py", "def first():\n    return 1\n")
+    repo.commit("first")
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    for name in ("post-commit", "post-checkout", "post-merge", "post-rewrite"):  # what core.autocrlf does
+        path = hooks / name
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+
+    repo.write("b.py", "def second():\n    return 2\n")
+    broken = _git_commit(repo, "second")
+    assert "cannot run" in broken.stderr  # the fault is real: git could not start the hook
+
+    doctor = json.loads(gitrag("doctor", "--json", "--repo", str(repo.path), check=False).stdout)
+    hooks_check = next(c for c in doctor["checks"] if c["name"] == "hooks")
+    assert hooks_check["status"] == "fail" and "CRLF" in hooks_check["detail"], hooks_check
+    assert "gitrag install" in hooks_check["fix"]
+
+    again = gitrag("install", "--no-systemd", "--no-index", "--repo", str(repo.path))
+    assert "already installed" not in again.stdout and "repaired" in again.stdout, again.stdout
+    assert all(b"\r" not in (hooks / n).read_bytes() for n in ("post-commit", "post-merge"))
+    doctor = json.loads(gitrag("doctor", "--json", "--repo", str(repo.path), check=False).stdout)
+    assert next(c for c in doctor["checks"] if c["name"] == "hooks")["status"] == "ok"
+
+    repo.write("c.py", "def third():\n    return 3\n")
+    fixed = _git_commit(repo, "third")
+    assert "cannot run" not in fixed.stderr
+    head = repo.head()
+    wait_for(lambda: indexed_at(repo.path, head), "the repaired hook to tell the daemon")  # it really fires
+    stop_daemon(daemon)  # it holds the store: read the points back ourselves
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("hooks rewritten with CRLF line ends (core.autocrlf)", "doctor: FAIL hooks … CRLF line ends -> "
+           "gitrag install; install repairs them; the next commit reaches the daemon", lost, wrong, HOOKS_GROUP)
