@@ -81,6 +81,8 @@ def _rows_for(entry: Entry, analysis: FileAnalysis) -> list[PointRow]:
     seen: dict[str, int] = {}
     rows = []
     for chunk in analysis.chunks:
+        if not chunk.embeddable:  # content-free: it tiles the file but is never a point
+            continue
         h = chunk.hash
         ordinal = seen.get(h, 0)
         seen[h] = ordinal + 1
@@ -272,7 +274,7 @@ class Indexer:
                 continue
             assert analysis is not None
             summary.files_indexed += 1
-            self._texts.update((c.hash, c.text) for c in analysis.chunks)
+            self._texts.update((c.hash, c.text) for c in analysis.chunks if c.embeddable)
             self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
             updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis)))
         return updates

@@ -16,7 +16,7 @@ import pytest
 from gitrag.chunking import analyze
 from tests.daemonutil import gitrag, indexed_at, stop_daemon, wait_for
 from tests.gitutil import GIT_ENV, Repo
-from tests.reliability import lost_wrong, points, record
+from tests.reliability import lost_wrong, points, record, run
 
 HOOKS_GROUP = "hooks"
 INPUT_GROUP = "bad input"
@@ -65,3 +65,42 @@ def test_crlf_hooks_are_reported_by_doctor_and_repaired_by_install(
     assert (lost, wrong) == (0, 0)
     record("hooks rewritten with CRLF line ends (core.autocrlf)", "doctor: FAIL hooks … CRLF line ends -> "
            "gitrag install; install repairs them; the next commit reaches the daemon", lost, wrong, HOOKS_GROUP)
+
+
+CONTENT_FREE = {  # path -> (bytes, what it is)
+    "blank.py": (b"  \n\t\n   \n", "a file of only whitespace"),
+    "bom.txt": (b"\xef\xbb\xbf", "a file of only a UTF-8 BOM"),
+    "newlines.md": (b"\n" * 40, "a file of only newlines"),
+    "pkg/__init__.py": (b"\xef\xbb\xbf\r\n\r\n", "a BOM and blank CRLF lines"),
+    "tool.sh": (b"#!/usr/bin/env bash\n\n", "a script that is only its shebang"),
+}
+
+
+def test_content_free_files_are_indexed_without_points_and_never_answered(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.write("pkg/core.py", "".join(f"def handler_{i}(request):\n    \"\"\"Handle request {i}.\"\"\"\n"
+                                      f"    return request.reply({i})\n\n\n" for i in range(6)))
+    for path, (data, _) in CONTENT_FREE.items():
+        repo.write(path, data)
+    repo.commit("code and content-free files")
+    proc = run("index", "--json", "--repo", str(repo.path))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["files_indexed"] == len(CONTENT_FREE) + 1 and summary["files_skipped"] == 0
+    stored, manifest = points(repo.path)
+    held = {json.loads(p)["path"] for p in manifest.values()}
+    assert held == {"pkg/core.py"}, held  # was: one '<module>' point per content-free file
+    for question in ("what does this do", "<module>", "module"):  # vague questions: were answered by them
+        ask = run("ask", question, "--json", "--no-answer", "-k", "50", "--repo", str(repo.path))
+        assert ask.returncode == 0, ask.stderr
+        assert {r["path"] for r in json.loads(ask.stdout)["results"]} <= {"pkg/core.py"}
+    for path, (data, _) in CONTENT_FREE.items():
+        chunks = analyze(path, data).chunks  # the chunks still tile the file: nothing is lost from it
+        assert b"".join(data[c.start_byte:c.end_byte] for c in chunks) == data
+        assert chunks and not any(c.embeddable for c in chunks)
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0) and set(stored) == set(manifest)
+    for _, what in CONTENT_FREE.values():
+        record(what, "indexed, no point (content-free chunks tile the file, not embedded); never answered",
+               lost, wrong, INPUT_GROUP)
