@@ -101,7 +101,13 @@ def _ollama_models(host: str) -> list[str]:
 
 def check_embedder(settings: Settings) -> Check:
     if settings.embedder == "ollama":
-        host, model = settings.ollama_host, settings.ollama_model
+        from gitrag.embedders.ollama import parse_host
+
+        model = settings.ollama_model
+        try:
+            host = parse_host(settings.ollama_host)
+        except GitragError as exc:
+            return Check("embedder", "fail", str(exc), "set GITRAG_OLLAMA_HOST, e.g. http://127.0.0.1:11434")
         try:
             names = _ollama_models(host)
         except (OSError, ValueError) as exc:
