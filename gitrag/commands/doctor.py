@@ -1,8 +1,9 @@
 """``gitrag doctor``: check and explain, one line each, with the command that fixes it.
 
-Checks: git version; hooks installed, registered, runnable (LF line ends) and not shadowed (core.hooksPath, a
-missing interpreter); daemon reachable (and events waiting in the spool); embedder usable
-(Ollama: server reachable and model pulled); store writable; index lag per branch.
+Checks: git version; hooks installed, registered, runnable (LF line ends, compared as
+bytes) and not shadowed (core.hooksPath, a missing interpreter); daemon reachable (and
+events waiting in the spool); embedder usable (Ollama: a valid host, server reachable and
+model pulled); store writable; index lag per branch.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
 """
 
