@@ -116,7 +116,8 @@ def check_embedder(settings: Settings) -> Check:
         wanted = {model, model if ":" in model else f"{model}:latest"}
         if not wanted & set(names):
             return Check("embedder", "fail", f"Ollama at {host} has no model {model}", f"ollama pull {model}")
-        return Check("embedder", "ok", f"Ollama at {host}, model {model} pulled")
+        via = " (from OLLAMA_HOST)" if "OLLAMA_HOST" in settings.sources else ""
+        return Check("embedder", "ok", f"Ollama at {host}{via}, model {model} pulled")
     from gitrag.embedders import create
 
     t0 = time.perf_counter()
