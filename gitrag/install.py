@@ -101,6 +101,23 @@ def is_ours(path: Path) -> bool:
         return False
 
 
+def line_end_fault(path: Path) -> str | None:
+    """Why git cannot run the script at ``path`` as written, from its bytes; None if it can.
+
+    A carriage return (CRLF line ends, from an editor or ``core.autocrlf``) makes the
+    kernel look for the interpreter ``/bin/sh\\r``: git prints "cannot run ...: No such
+    file or directory" on every commit and the daemon is never told. Text comparison
+    after newline translation does not see it; bytes do."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    if b"\r" in head:
+        return "has CRLF line ends (an editor or core.autocrlf rewrote it), so git cannot run it"
+    return None
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.gitrag-tmp")
     tmp.write_bytes(text.encode("utf-8"))
@@ -129,10 +146,11 @@ def _place(path: Path, text: str) -> list[str]:
     """Write ``text`` at ``path``, keeping a foreign file there as ``<path>.legacy``."""
     legacy = path.with_name(f"{path.name}.legacy")
     if is_ours(path):
-        if path.read_text(encoding="utf-8") == text and os.access(path, os.X_OK):
+        if path.read_bytes() == text.encode("utf-8") and os.access(path, os.X_OK):  # bytes: CRLF counts
             return []
+        fault = line_end_fault(path)
         _write(path, text)
-        return [f"updated {path}"]
+        return [f"repaired {path}: it {fault}" if fault else f"updated {path}"]
     changes = []
     if os.path.lexists(path):
         if os.path.lexists(legacy):

@@ -231,6 +231,12 @@ class State:
             out.extend(PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows)
         return out
 
+    def skip_counts(self, branch: str) -> dict[str, int]:
+        """{skip reason: number of the branch's files skipped for it}, most frequent first."""
+        rows = self.db.execute("SELECT skip_reason, count(*) AS n FROM files WHERE branch=? AND skip_reason IS NOT NULL "
+                               "GROUP BY skip_reason ORDER BY n DESC, skip_reason", (branch,))
+        return {r[0]: r[1] for r in rows}
+
     def point_count(self, branch: str) -> int:
         return self.db.execute("SELECT count(*) FROM points WHERE branch=?", (branch,)).fetchone()[0]
 

@@ -82,7 +82,9 @@ class OllamaStub:
       ``delay``). ``load_delay``: extra seconds on the first request for each model (the
       model loading; ``unload()`` makes it load again). ``fail_next``: (status, message)
       pairs answered to the next POSTs in order. ``chat_reply``: the assistant's text, or
-      a function of the request's messages.
+      a function of the request's messages. ``raw_body``: every POST gets a 200 with these
+      bytes as ``text/html`` (another web server on Ollama's port). ``hang``: every POST
+      waits, unanswered, until the stub is closed.
     """
 
     def __init__(self, models: dict[str, StubModel] | None = None) -> None:
@@ -96,6 +98,8 @@ class OllamaStub:
         self.delays: list[float] = []
         self.load_delay = 0.0
         self.fail_next: list[tuple[int, str]] = []
+        self.raw_body: bytes | None = None
+        self.hang = False
         self.chat_reply: str | Callable[[list[dict[str, Any]]], str] = "The answer is in gitrag/core.py."
         self._loaded: set[str] = set()
         self._stop = threading.Event()
@@ -148,6 +152,9 @@ class OllamaStub:
 
     def pause(self, model: str) -> None:
         """Sleeps as scripted: a queued or constant delay, plus loading on first use."""
+        if self.hang:
+            self._stop.wait()
+            return
         with self._lock:
             wait = self.delays.pop(0) if self.delays else self.delay
             if model not in self._loaded:
@@ -264,6 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self._read_body()
         self.stub.requests.append(StubRequest("POST", self.path, body))
+        if self.stub.hang:
+            self.stub.pause("")
+            self.close_connection = True
+            return
+        if self.stub.raw_body is not None:
+            return self._raw(200, self.stub.raw_body)
         routes = {"/api/embed": self._embed, "/api/show": self._show, "/api/chat": self._chat}
         route = routes.get(self.path)
         if route is None:
@@ -272,6 +285,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "invalid request body")
         else:
             route(body)
+
+    def _raw(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _plain(self, status: int, text: str) -> None:
         data = text.encode()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.daemonutil import wait_for
 from tests.gitutil import Repo
-from tests.ollama_stub import OllamaStub
+from tests.ollama_stub import OllamaStub, StubModel
 from tests.reliability import indexed_commit, lost_wrong, points, record, run
 
 MARK = "ZQXMARKER"
@@ -154,7 +154,7 @@ def test_server_that_hangs_times_out(pending: Repo, stub: OllamaStub, tmp_path: 
     stub.delay = 0.0
     lost, wrong, again = _converges(pending, tmp_path, monkeypatch)
     assert again["chunks_reused"] > 0  # what was embedded before the hang comes from the cache
-    record("server hangs (timeout)", "retried twice, then exit 1: Ollama failed 3 times (timed out); converges",
+    record("server hangs (timeout)", "retried once, then exit 1: Ollama at … timed out (2 tries); converges",
            lost, wrong, GROUP)
 
 
@@ -180,10 +180,10 @@ def test_server_dies_mid_index(pending: Repo, stub: OllamaStub, tmp_path: Path,
 def test_slow_model_load_and_a_busy_server_are_retried(pending: Repo, stub: OllamaStub, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     stub.unload()
-    stub.load_delay = 1.0  # twice the timeout: only the first request after idle may wait this long
+    stub.load_delay = 0.75  # 1.5x the timeout: only the first request after idle may wait this long (2x)
     stub.fail_next = [(503, "server busy")]
     lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
-    record("slow model load after idle; a busy server (503)", "first request after idle waits 3x the timeout; "
+    record("slow model load after idle; a busy server (503)", "first request after idle waits 2x the timeout; "
            "503 retried; exit 0", lost, wrong, GROUP)
 
 
@@ -201,3 +201,102 @@ def test_a_file_name_the_model_cannot_embed(pending: Repo, stub: OllamaStub, tmp
     lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)  # the path is embedded on the next sync
     record("a file name the model cannot embed (NaN path vector)", "its points use the chunk vector alone; "
            "the path is retried next sync", lost, wrong, GROUP)
+
+
+# -- issue 13, item 9: messages that were wrong, and waits that were too long -------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:99999", "ftp://127.0.0.1:{port}"])
+def test_a_bad_ollama_host_is_refused_at_once(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    before = points(pending.path)
+    monkeypatch.setenv("GITRAG_OLLAMA_HOST", host.format(port=stub.url.rsplit(":", 1)[1]))
+    proc = _index(pending)
+    _assert_refused_and_unchanged(pending, proc, before, "ollama_host")  # was: exit 3, or 3 tries over 7 s
+    assert "ollama request failed" not in proc.stderr and "Traceback" not in proc.stderr
+    assert ("port must be a number from 1 to 65535" if "99999" in host else "not ftp://") in proc.stderr
+    _use(stub, monkeypatch)
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
+    what = "port out of range" if "99999" in host else "an ftp:// URL"
+    record(f"GITRAG_OLLAMA_HOST={host.split('{')[0]}… ({what})",
+           "exit 1 at once, no retry: says what ollama_host must be; then converges", lost, wrong, GROUP)
+
+
+def test_a_web_server_that_is_not_ollama(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    before = points(pending.path)
+    stub.raw_body = b"<html><body>It works!</body></html>"  # a 200 with a body that is not JSON
+    proc = _index(pending)
+    _assert_refused_and_unchanged(pending, proc, before, "not Ollama's JSON")  # was: exit 3, internal error
+    assert "is ollama_host an Ollama server?" in proc.stderr
+    stub.raw_body = None
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
+    record("a 200 reply that is not JSON (another web server)", "exit 1: answered with something that is not "
+           "Ollama's JSON; is ollama_host an Ollama server?; then converges", lost, wrong, GROUP)
+
+
+def test_a_server_error_on_the_first_request_blames_the_server(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    before = points(pending.path)
+    stub.fail_next = [(500, "llama runner process has terminated: signal: killed")]  # the probe gets it
+    proc = _index(pending)
+    _assert_refused_and_unchanged(pending, proc, before, "HTTP 500: llama runner process has terminated")
+    assert "cannot embed" not in proc.stderr and "server log" in proc.stderr  # was: the model "cannot embed"
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
+    record("HTTP 500 on the first embed request", "exit 1: the server failed (HTTP 500 …), check the server log; "
+           "the model is not blamed; then converges", lost, wrong, GROUP)
+
+
+def test_a_model_whose_vector_size_changes_mid_index(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    before = points(pending.path)
+    stub.delay = 0.05
+    seen = len(stub.embed_requests()) + 3  # the probe and two batches, then the model is replaced
+    swap = threading.Thread(target=lambda: (wait_for(lambda: len(stub.embed_requests()) >= seen, "3 requests",
+                                                     every_s=0.01),
+                                            stub.models.__setitem__("all-minilm:latest", StubModel("bert", 512, 512))))
+    swap.start()
+    proc = _index(pending)
+    swap.join()
+    _assert_refused_and_unchanged(pending, proc, before, "`gitrag index --rebuild`")
+    assert "gitrag reindex" not in proc.stderr  # was: a command that does not exist
+    stub.delay = 0.0
+    rebuilt = run("index", "--rebuild", "--json", "--repo", str(pending.path), timeout=60)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
+    record("the model's vector size changes mid-index", "exit 1: re-embed with `gitrag index --rebuild` (the "
+           "command that exists); after it, converges", lost, wrong, GROUP)
+
+
+def test_ollama_host_is_honoured_when_gitrag_ollama_host_is_unset(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITRAG_OLLAMA_HOST")
+    monkeypatch.setenv("OLLAMA_HOST", stub.url.removeprefix("http://"))  # Ollama's own spelling: host:port
+    asked = len(stub.embed_requests())
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)  # was: refused at 127.0.0.1:11434
+    assert len(stub.embed_requests()) > asked
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{_closed_port()}")  # GITRAG_OLLAMA_HOST still wins
+    _use(stub, monkeypatch)
+    pending.write("pkg/late.py", _functions("late", 1))
+    pending.commit("C")
+    assert _index(pending).returncode == 0
+    record("Ollama's OLLAMA_HOST set, GITRAG_OLLAMA_HOST unset", "OLLAMA_HOST honoured (GITRAG_OLLAMA_HOST "
+           "and the user config win); converges", lost, wrong, GROUP)
+
+
+def test_a_hung_server_says_it_waits_and_fails_after_one_retry(pending: Repo, stub: OllamaStub, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    before = points(pending.path)
+    monkeypatch.setenv("GITRAG_OLLAMA_TIMEOUT", "2")  # the waiting line comes after a quarter of it
+    stub.unload()
+    stub.hang = True  # nothing is ever answered
+    asked = len(stub.requests)
+    proc = _index(pending)
+    _assert_refused_and_unchanged(pending, proc, before, "timed out")
+    assert "waiting for Ollama at" in proc.stderr and "gives up after" in proc.stderr  # was: silence
+    assert len(stub.requests) - asked == 2  # one try and one retry (was three tries)
+    stub.hang = False
+    lost, wrong, _ = _converges(pending, tmp_path, monkeypatch)
+    record("server accepts but never answers", "a 'waiting for Ollama … gives up after N s' line after 5 s (a "
+           "quarter of the timeout); one retry, then exit 1 (timed out); defaults: about 90 s, was 308 s",
+           lost, wrong, GROUP)

@@ -10,18 +10,19 @@ and INI/TOML split at headings (:mod:`.sections`); anything else goes to line wi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from gitrag.chunking.assemble import tiles, to_chunks
 from gitrag.chunking.languages import SPECS, language_for
 from gitrag.chunking.model import Chunk, FileAnalysis, SymbolDef, SymbolRef
 from gitrag.chunking.split import Sizer, Unit, layout, merge
 
-__all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "language_for",
+__all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "content_free", "language_for",
            "CHUNKER_VERSION"]
 
-# Bump whenever chunk boundaries, names or embedding text change: cached analyses of
-# blobs are keyed by it.
-CHUNKER_VERSION = "4"  # 4: per-language grammar wheels (C++ error recovery, Kotlin grammar)
+# Bump whenever chunk boundaries, names, embedding text or which chunks are embeddable
+# change: cached analyses of blobs are keyed by it.
+CHUNKER_VERSION = "5"  # 4: per-language grammar wheels; 5: content-free chunks not embeddable
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported
@@ -40,7 +41,26 @@ def analyze(
     ``data`` is the raw blob; chunks tile it byte for byte (an empty file has none) and
     each chunk's embedding text counts at most ``max_tokens`` by ``count_tokens``
     (default: ``ceil(len(text) / 3)``), unless the header alone exceeds a tiny cap.
+    Content-free chunks (see :func:`content_free`) keep their place in the tiling with
+    ``embeddable=False``.
     """
+    analysis = _analyze_any(path, data, max_tokens, count_tokens)
+    analysis.chunks = [replace(c, embeddable=False) if content_free(data, c.start_byte, c.end_byte) else c
+                       for c in analysis.chunks]
+    return analysis
+
+
+def content_free(data: bytes, start: int = 0, end: int | None = None) -> bool:
+    """True when ``data[start:end]`` holds nothing but whitespace and byte-order marks and,
+    when it starts the file, a ``#!`` line. A shebang names an interpreter, not what the
+    file does: a script that is only its shebang is as empty as an empty file."""
+    body = data[start:end].decode("utf-8", "replace").replace("\ufeff", "")
+    if start == 0 and body.lstrip().startswith("#!"):
+        body = body.lstrip().partition("\n")[2]
+    return not body.strip()
+
+
+def _analyze_any(path: str, data: bytes, max_tokens: int, count_tokens: CountTokens | None) -> FileAnalysis:
     language = language_for(path, data) or "text"
     if not data:
         return FileAnalysis(language=language)

@@ -21,6 +21,9 @@ class Chunk:
     (line windows, files without a grammar) or ``error`` (a region the parser rejected).
     ``text`` is the exact embedding text (context header + whitespace-normalised body);
     ``hash`` is the hex SHA-256 of ``text`` in UTF-8, the chunk's identity for embedding.
+    ``embeddable`` is False for a content-free chunk (only whitespace, byte-order marks
+    and, at the top of the file, a ``#!`` line): it still tiles the file, but nothing in
+    it can answer a question, so it is never embedded, stored or returned.
     """
 
     start_byte: int
@@ -32,6 +35,7 @@ class Chunk:
     language: str
     text: str
     context: str = ""
+    embeddable: bool = True
 
     @property
     def hash(self) -> str:

@@ -1,8 +1,9 @@
 """``gitrag doctor``: check and explain, one line each, with the command that fixes it.
 
-Checks: git version; hooks installed, registered and not shadowed (core.hooksPath, a
-missing interpreter); daemon reachable (and events waiting in the spool); embedder usable
-(Ollama: server reachable and model pulled); store writable; index lag per branch.
+Checks: git version; hooks installed, registered, runnable (LF line ends, compared as
+bytes) and not shadowed (core.hooksPath, a missing interpreter); daemon reachable (and
+events waiting in the spool); embedder usable (Ollama: a valid host, server reachable and
+model pulled); store writable; index lag per branch.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
 """
 
@@ -24,7 +25,7 @@ from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
 from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
 from gitrag.gitrepo import GitRepo
-from gitrag.install import HOOKS, explain, find_target, is_ours, slot
+from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
 
@@ -62,6 +63,11 @@ def check_hooks(repo: GitRepo) -> Check:
             shadow = f" (core.hooksPath={target.hooks_path} shadows {repo.common_dir / 'hooks'})"
         return Check("hooks", "fail", f"{', '.join(missing)} not installed in {target.folder}{shadow}",
                      f"gitrag install --repo {repo.root}")
+    broken = [(n, fault) for n in HOOKS if (fault := line_end_fault(slot(target.folder, n)))]
+    if broken:
+        names = ", ".join(n for n, _ in broken)
+        return Check("hooks", "fail", f"{names} in {target.folder} {broken[0][1]}: the daemon hears of no commit",
+                     f"gitrag install --repo {repo.root} (rewrites them with LF line ends)")
     python = _hook_python(slot(target.folder, HOOKS[0]))
     if python and not os.access(python, os.X_OK):
         return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")
@@ -96,7 +102,13 @@ def _ollama_models(host: str) -> list[str]:
 
 def check_embedder(settings: Settings) -> Check:
     if settings.embedder == "ollama":
-        host, model = settings.ollama_host, settings.ollama_model
+        from gitrag.embedders.ollama import parse_host
+
+        model = settings.ollama_model
+        try:
+            host = parse_host(settings.ollama_host)
+        except GitragError as exc:
+            return Check("embedder", "fail", str(exc), "set GITRAG_OLLAMA_HOST, e.g. http://127.0.0.1:11434")
         try:
             names = _ollama_models(host)
         except (OSError, ValueError) as exc:
@@ -104,7 +116,8 @@ def check_embedder(settings: Settings) -> Check:
         wanted = {model, model if ":" in model else f"{model}:latest"}
         if not wanted & set(names):
             return Check("embedder", "fail", f"Ollama at {host} has no model {model}", f"ollama pull {model}")
-        return Check("embedder", "ok", f"Ollama at {host}, model {model} pulled")
+        via = " (from OLLAMA_HOST)" if "OLLAMA_HOST" in settings.sources else ""
+        return Check("embedder", "ok", f"Ollama at {host}{via}, model {model} pulled")
     from gitrag.embedders import create
 
     t0 = time.perf_counter()

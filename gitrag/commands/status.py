@@ -44,6 +44,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
             "points": ws.state.point_count(b.name), "collection": b.collection,
             "collection_bytes": ws.store.size_bytes(b.collection) if ws.store.has_collection(b.collection) else 0,
             "materialized": ws.store.has_collection(b.collection), "last_used": b.last_used,
+            "skipped": ws.state.skip_counts(b.name),
         })
     repo = {
         "path": str(ws.repo.root), "branch": current, "branches": branches, "queue": 0,
@@ -78,6 +79,9 @@ def _print(data: dict[str, Any]) -> None:
             fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {head}"
             size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
             output.out.print(f" {mark} {b['name']:<24} {fresh:<40} {b['points']:>7} points  {size}")
+            if b["current"] and b.get("skipped"):
+                skipped = ", ".join(f"{n} {reason}" for reason, n in b["skipped"].items())
+                output.out.print(f"   skipped files: {skipped}", markup=False)
         if not repo["branches"]:
             output.out.print("   nothing indexed yet: run `gitrag index`")
         output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}")

@@ -15,17 +15,26 @@ below 0.73x). An undercounted input is truncated by Ollama, never rejected.
 
 Faults (see ``embed_documents_partial`` for the per-input contract):
 
+* a host that is not an http(s) URL with a port in 1-65535 -> ConfigError at once
+  (:func:`parse_host`; written as Ollama's ``OLLAMA_HOST`` is: ``host``, ``host:port``,
+  ``:port`` or a URL)
 * server not running -> EmbedderUnavailable (start it with ``ollama serve``)
+* an answer that is not Ollama's JSON (another server on that port) -> EmbedderUnavailable
 * model not pulled (404) -> EmbedderUnavailable (run ``ollama pull MODEL``)
-* timeout / dropped connection / 429 / 502-504 -> up to ``retries`` retries with
-  backoff, then EmbedderUnavailable; the first try after ``keep_alive_s`` idle (the
-  model is loading) gets ``cold_factor`` times the timeout, and every request asks
-  Ollama to keep the model loaded for ``keep_alive_s``
+* a server error (5xx) on the first embed request -> EmbedderUnavailable naming the status
+  (the model is not blamed: "cannot embed" is for a 4xx refusal of the probe)
+* dropped connection / 429 / 502-504 -> up to ``retries`` retries with backoff, then
+  EmbedderUnavailable; a timeout is retried once. Connecting may take ``CONNECT_S``
+  seconds, an answer ``timeout`` seconds, and the first try after ``keep_alive_s`` idle
+  (the model is loading) ``cold_factor`` times that; every request asks Ollama to keep
+  the model loaded for ``keep_alive_s``. A request without an answer after
+  ``notice_s`` (5 s, or a quarter of the timeout) logs one "waiting for Ollama" line.
+  With the defaults a server that never answers fails after about 90 s.
 * input too long (400) -> the batch is bisected; the lone input is shortened (its head
   kept, like the local model's truncation) and retried
 * any other rejected batch, fewer vectors than inputs -> bisected to the inputs at fault
 * NaN/inf/zero vector -> that input alone is retried once, then reported as failed
-* wrong dimension -> EmbedderError (the model changed under the index)
+* wrong dimension -> EmbedderError (the model changed under the index: ``gitrag index --rebuild``)
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import numpy as np
 import structlog
 
 from gitrag.embedders.base import make_fingerprint, register
-from gitrag.errors import EmbedderError, EmbedderUnavailable
+from gitrag.errors import ConfigError, EmbedderError, EmbedderUnavailable
 
 if TYPE_CHECKING:
     from gitrag.config import Settings
@@ -57,6 +66,9 @@ MODEL_PREFIXES: dict[str, tuple[str, str]] = {
 }
 DEFAULT_CONTEXT = 2048
 KEEP_ALIVE_S = 15 * 60
+DEFAULT_PORT = 11434
+CONNECT_S = 5.0  # a reachable server accepts at once; a black-holed address fails after this
+NOTICE_S = 5.0  # say that gitrag is waiting once a request has had no answer for this long
 _TRANSIENT_STATUS = {408, 429, 502, 503, 504}
 _TOO_LONG = re.compile(r"context length|input length|too long|exceeds", re.I)
 _SHRINK = 0.7  # a too-long input is retried with its first 70%, 49%, ... of characters
@@ -94,17 +106,47 @@ def estimate_tokens(text: str) -> int:
     return n
 
 
+def parse_host(value: str) -> str:
+    """``value`` as Ollama's ``OLLAMA_HOST`` is written (``host``, ``host:port``, ``:port``,
+    ``http(s)://host[:port][/path]``) -> ``scheme://host:port[/path]``; a bare host gets
+    port 11434, a URL without a port 80/443 (as ollama-python does). Raises ConfigError
+    for another scheme or a port outside 1-65535."""
+    raw = value.strip()
+    scheme, sep, rest = raw.partition("://")
+    if not sep:
+        scheme, rest = "http", raw
+    scheme = scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"ollama_host {value!r}: Ollama speaks http:// or https://, not {scheme}://; "
+                          f"set GITRAG_OLLAMA_HOST (or ollama_host) to e.g. http://127.0.0.1:{DEFAULT_PORT}")
+    split = urlsplit(f"{scheme}://{rest}")
+    try:
+        port = split.port
+    except ValueError:
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"ollama_host {value!r}: the port must be a number from 1 to 65535; "
+                          f"Ollama listens on {DEFAULT_PORT} unless told otherwise")
+    if port is None:
+        port = DEFAULT_PORT if not sep else (443 if scheme == "https" else 80)
+    name = split.hostname or "127.0.0.1"
+    name = f"[{name}]" if ":" in name else name
+    return f"{scheme}://{name}:{port}{split.path.rstrip('/')}"
+
+
 def _is_loopback(host: str) -> bool:
     name = urlsplit(host if "://" in host else f"http://{host}").hostname or "127.0.0.1"
     return name in {"localhost", "::1"} or name.startswith("127.")
 
 
 class _Rejected(Exception):
-    """The server refused these inputs (not the server's health): isolate the culprit."""
+    """The server refused these inputs (not the server's health): isolate the culprit.
+    ``status``: the HTTP status (0 when the answer was wrong, not refused)."""
 
-    def __init__(self, message: str, too_long: bool = False) -> None:
+    def __init__(self, message: str, too_long: bool = False, status: int = 0) -> None:
         super().__init__(message)
         self.too_long = too_long
+        self.status = status
 
 
 @dataclass
@@ -130,15 +172,16 @@ class OllamaEmbedder:
         self,
         host: str = "http://127.0.0.1:11434",
         model: str = "nomic-embed-text",
-        timeout: float = 60.0,
+        timeout: float = 30.0,
         batch_size: int = 32,
         retry_delays: tuple[float, ...] = (1.0, 5.0),
-        cold_factor: float = 3.0,
+        cold_factor: float = 2.0,
         keep_alive_s: float = KEEP_ALIVE_S,
     ) -> None:
-        self.host = host
+        self.host = parse_host(host)
         self.model = model
         self.timeout = float(timeout)
+        self.notice_s = min(NOTICE_S, self.timeout / 4)
         self.batch_size = max(1, int(batch_size))
         self.retry_delays = tuple(retry_delays)
         self.cold_factor = cold_factor
@@ -198,7 +241,10 @@ class OllamaEmbedder:
                 import ollama
             except ImportError:
                 raise EmbedderUnavailable("the ollama embedder needs the ollama package: pip install ollama") from None
-            timeout = self.timeout * (self.cold_factor if cold else 1.0)
+            import httpx
+
+            read = self.timeout * (self.cold_factor if cold else 1.0)
+            timeout = httpx.Timeout(read, connect=min(CONNECT_S, read))
             client = ollama.Client(host=self.host, timeout=timeout, trust_env=not _is_loopback(self.host))
             self._clients[cold] = client
         return client
@@ -216,31 +262,57 @@ class OllamaEmbedder:
 
         attempts = len(self.retry_delays) + 1
         last = ""
+        timeouts = 0
         for attempt in range(attempts):
             if attempt:
                 time.sleep(self.retry_delays[attempt - 1])
+            cold = attempt == 0 and self._is_cold()
+            notice = threading.Timer(self.notice_s, self._waiting, (what, cold))
+            notice.daemon = True
+            notice.start()
             try:
-                result = fn(self._client(attempt == 0 and self._is_cold()))
+                result = fn(self._client(cold))
             except ConnectionError:
                 raise self._unreachable("connection refused") from None
             except ResponseError as exc:
                 if exc.status_code == 404:
                     raise self._not_pulled(exc.error) from None
                 if exc.status_code not in _TRANSIENT_STATUS:
-                    raise _Rejected(str(exc.error), too_long=exc.status_code == 400 and bool(_TOO_LONG.search(str(exc.error)))) from None
+                    too_long = exc.status_code == 400 and bool(_TOO_LONG.search(str(exc.error)))
+                    raise _Rejected(str(exc.error), too_long=too_long, status=exc.status_code) from None
                 last = f"HTTP {exc.status_code}: {exc.error}"
             except httpx.TimeoutException:
+                timeouts += 1
                 last = "timed out"
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
+            except ValueError as exc:  # not JSON, or JSON of another shape: not an Ollama server
+                raise EmbedderUnavailable(
+                    f"Ollama at {self.host} answered {what} with something that is not Ollama's JSON "
+                    f"({type(exc).__name__}: {str(exc)[:80]}); is ollama_host an Ollama server?"
+                ) from None
             else:
                 self._last_ok = time.monotonic()
                 return result
+            finally:
+                notice.cancel()
             log.warning("ollama request failed", what=what, error=last, attempt=attempt + 1, attempts=attempts)
+            if timeouts > 1:  # it hangs: a third wait would only make the user wait longer
+                break
+        if last == "timed out":
+            raise EmbedderUnavailable(
+                f"Ollama at {self.host} timed out: no answer to {what} within {self.timeout:g} s "
+                f"({timeouts} tries); check `ollama ps` and the server log, or raise ollama_timeout"
+            )
         raise EmbedderUnavailable(
             f"Ollama at {self.host} failed {attempts} times on {what} ({last}); "
             "check `ollama ps` and the server log, or raise ollama_timeout"
         )
+
+    def _waiting(self, what: str, cold: bool) -> None:
+        limit = self.timeout * (self.cold_factor if cold else 1.0)
+        log.warning(f"waiting for Ollama at {self.host}: no answer to {what} after {self.notice_s:g} s "
+                    f"(gives up after {limit:g} s; ollama_timeout)" + (" - the model may be loading" if cold else ""))
 
     def _unreachable(self, why: str) -> EmbedderUnavailable:
         return EmbedderUnavailable(
@@ -282,6 +354,11 @@ class OllamaEmbedder:
                 lambda c: c.embed(model=self.model, input=inputs, truncate=True, keep_alive=f"{int(self.keep_alive_s)}s"),
             )
         except _Rejected as exc:
+            if probe and exc.status >= 500:  # the server failed, not the model: say so
+                raise EmbedderUnavailable(
+                    f"Ollama at {self.host} failed on the first embed request for model {self.model!r} "
+                    f"(HTTP {exc.status}: {exc}); check the server log (`ollama ps`, `journalctl -u ollama`)"
+                ) from None
             if probe:
                 raise EmbedderUnavailable(f"Ollama model {self.model!r} cannot embed: {exc}; use an embedding model") from None
             raise
@@ -292,7 +369,7 @@ class OllamaEmbedder:
         if self._dim is not None and vectors.shape[1] != self._dim:
             raise EmbedderError(
                 f"Ollama model {self.model!r} returned {vectors.shape[1]}-dim vectors, expected {self._dim}; "
-                "the model changed: reindex with `gitrag reindex`"
+                "the model changed: re-embed everything with `gitrag index --rebuild`"
             )
         return vectors
 
