@@ -24,7 +24,7 @@ from tests.ollama_stub import OllamaStub
 README = Path(__file__).resolve().parents[1] / "README.md"
 COMMANDS = ("index", "ask", "status", "gc", "eval", "doctor")
 # objects whose keys are data, not field names: their keys are written <mode>, <kind>
-DATA_KEYS = {"modes": "<mode>", "modes.<mode>.by_kind": "<kind>"}
+DATA_KEYS = {"modes": "<mode>", "modes.<mode>.by_kind": "<kind>", "repos[].branches[].skipped": "<reason>"}
 
 
 def documented() -> dict[str, set[str]]:
