@@ -46,7 +46,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
             "materialized": ws.store.has_collection(b.collection), "last_used": b.last_used,
         })
     repo = {
-        "path": str(ws.repo.root), "branch": current, "branches": branches, "queue": 0,
+        "path": str(ws.repo.root), "branch": current, "head": ws.repo.head(), "branches": branches, "queue": 0,
         "worktree_changes": ws.repo.worktree_changes(), "data_dir": str(ws.data_dir),
         "state_bytes": ws.state.size_bytes(),
     }
@@ -78,6 +78,8 @@ def _print(data: dict[str, Any]) -> None:
             fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {head}"
             size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
             output.out.print(f" {mark} {b['name']:<24} {fresh:<40} {b['points']:>7} points  {size}")
-        if not repo["branches"]:
+        if not repo["branches"] and "head" in repo and repo["head"] is None:
+            output.out.print("   no commit yet: commit first (`git commit`); then `gitrag index`, or the hooks, index it")
+        elif not repo["branches"]:
             output.out.print("   nothing indexed yet: run `gitrag index`")
         output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}")

@@ -25,12 +25,30 @@ from typing import Any, TypeVar
 
 import structlog
 
-from gitrag.errors import EmptyRepository, GitragError, NotARepository
+from gitrag.errors import EmptyRepository, GitragError, NotARepository, StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
 T = TypeVar("T")
+STAGES = {"chunk": "chunking files", "embed": "embedding chunks", "store": "writing points",
+          "restore": "restoring points"}
+LOCK_WAIT_S = 120.0  # how long a daemon waits for a store another process holds (a CLI command)
+
+
+def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WAIT_S) -> T:
+    """``fn(*args)``, tried again every 0.2 s for up to ``wait_s`` while it fails because the
+    embedded store is open in another process (a CLI command that began before this daemon
+    ran holds it for a moment): the daemon waits its turn instead of failing the request."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return fn(*args)
+        except StoreError as exc:
+            if "is open in another process" not in str(exc) or time.monotonic() > deadline:
+                raise
+            log.info("the store is open in another process; waiting", error=str(exc))
+            time.sleep(0.2)
 
 
 class RepoWorker:
@@ -45,6 +63,7 @@ class RepoWorker:
         self._task: asyncio.Task[None] | None = None
         self.dirty: dict[str, float] = {}  # work tree path -> time of its first unsynced event
         self.syncing: str | None = None  # the work tree being synced now
+        self.progress: tuple[str, int, int] | None = None  # (stage, done, total) of the running sync
         self.stopping = False
         self.busy = 0  # syncs and reads in flight
         self.last_used = time.monotonic()
@@ -103,7 +122,19 @@ class RepoWorker:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
-        return await self._tracked(asyncio.to_thread(fn, *args))
+        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args))
+
+    def catching_up(self, worktree: str) -> str | None:
+        """What the daemon is doing for ``worktree`` now (``indexing it now (embedding chunks:
+        40 of 200)``, ``a sync is queued``), or None when it is not behind on it."""
+        if self.syncing == worktree:
+            if self.progress is None:
+                return "the daemon is indexing it now (starting)"
+            stage, done, total = self.progress
+            return f"the daemon is indexing it now ({STAGES.get(stage, stage)}: {done} of {total})"
+        if worktree in self.dirty:
+            return "the daemon has a sync of it queued" + (" behind another work tree's" if self.syncing else "")
+        return None
 
     async def _tracked(self, awaitable: Awaitable[T]) -> T:
         self.busy += 1
@@ -141,8 +172,12 @@ class RepoWorker:
         """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
         from gitrag.indexer import Indexer
 
+        def progress(stage: str, done: int, total: int) -> None:
+            self.progress = (stage, done, total)
+
+        self.progress = None
         try:
-            summary = Indexer(self.workspace(worktree)).sync()
+            summary = retry_while_locked(lambda: Indexer(self.workspace(worktree), progress).sync())
         except EmptyRepository:
             return None
         except NotARepository as exc:
