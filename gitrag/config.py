@@ -197,7 +197,15 @@ def _coerce(name: str, raw: object) -> object:
     return value
 
 
+_warned: set[tuple[str, str]] = set()
+
+
 def _warn(message: str, **fields: object) -> None:
+    """One warning line per message and file in a process (settings are loaded more than once)."""
+    key = (message, str(fields.get("file")))
+    if key in _warned:
+        return
+    _warned.add(key)
     import structlog  # lazily: the hook path imports this module with the standard library only
 
     structlog.get_logger("gitrag.config").warning(message, **fields)
