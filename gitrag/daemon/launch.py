@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +32,21 @@ def lock_held() -> bool:
     finally:
         fh.close()  # releases the shared lock at once
     return False
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (no such process, or a zombie nobody reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def wait_running(wait_s: float, proc: subprocess.Popen[bytes] | None = None) -> int | None:
@@ -79,7 +95,7 @@ def spawn(wait_s: float = 30.0) -> int:
 
 def stop(wait_s: float = 120.0) -> int | None:
     """Ask the running daemon to stop and wait until it is gone (its lock released, i.e. its
-    syncs finished and its files closed); its pid, or None if none ran.
+    syncs finished and its files closed, and its process exited); its pid, or None if none ran.
     Raises GitragError when it is still running after ``wait_s`` seconds."""
     try:
         reply = client.request("stop", timeout=5.0)
@@ -88,7 +104,7 @@ def stop(wait_s: float = 120.0) -> int | None:
     pid = reply.get("pid")
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:  # it stops listening at once, then finishes its syncs and exits
-        if not client.probe(timeout=1.0)["running"] and not lock_held():
+        if not client.probe(timeout=1.0)["running"] and not lock_held() and (pid is None or _gone(int(pid))):
             return int(pid) if pid is not None else None
         time.sleep(0.05)
     raise GitragError(f"the gitrag daemon (pid {pid}) did not stop within {wait_s:g} s; see its log, or `kill {pid}`")
