@@ -35,10 +35,10 @@ GROUP = "security"
 # byte it receives, and answers every line with a forged reply.
 ATTACKER = textwrap.dedent("""
     import json, os, socket, sys
-    folder, log, sock_path = sys.argv[1], sys.argv[2], sys.argv[3]
+    folder, log, sock_path, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4], 8)
     if not os.path.isdir(folder):
         os.mkdir(folder)
-        os.chmod(folder, 0o777)
+        os.chmod(folder, mode)
     s = socket.socket(socket.AF_UNIX)
     s.bind(sock_path)
     os.chmod(sock_path, 0o777)
@@ -80,9 +80,9 @@ def mallory() -> Iterator[User]:
         yield user
 
 
-def _listen_as(attacker: User, folder: Path, sock: Path) -> tuple[subprocess.Popen[str], Path]:
+def _listen_as(attacker: User, folder: Path, sock: Path, mode: int = 0o777) -> tuple[subprocess.Popen[str], Path]:
     log = attacker.home / "heard.log"
-    proc = attacker.popen(attacker.python, "-I", "-c", ATTACKER, str(folder), str(log), str(sock),
+    proc = attacker.popen(attacker.python, "-I", "-c", ATTACKER, str(folder), str(log), str(sock), f"{mode:o}",
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -108,13 +108,15 @@ def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> str:
 _NOTIFY = "from gitrag.notify import deliver; import sys; print(deliver({'repo': sys.argv[1], 'hook': 'post-commit'}))"
 
 
-def test_a_socket_folder_squatted_by_another_user_is_refused(victim: User, mallory: User) -> None:
-    """Mallory makes /tmp/gitrag-<victim's uid>/ (0777) and listens on daemon.sock there before
-    the victim's first gitrag command (XDG_RUNTIME_DIR unset: sudo -u, cron). Every client of
-    the victim refuses it before sending a byte; the victim's daemon refuses to start there."""
+@pytest.mark.parametrize("mode", [0o777, 0o700])
+def test_a_socket_folder_squatted_by_another_user_is_refused(victim: User, mallory: User, mode: int) -> None:
+    """Mallory makes /tmp/gitrag-<victim's uid>/ (0777, or 0700 to hide what is inside) and
+    listens on daemon.sock there before the victim's first gitrag command (XDG_RUNTIME_DIR
+    unset: sudo -u, cron). Every client of the victim refuses it before sending a byte; the
+    victim's daemon refuses to start there."""
     repo = git_repo(victim)
     folder = Path(f"/tmp/gitrag-{victim.uid}")
-    listener, log = _listen_as(mallory, folder, folder / "daemon.sock")
+    listener, log = _listen_as(mallory, folder, folder / "daemon.sock", mode)
     try:
         ask = victim.gitrag("ask", "where is the deploy key?", "--repo", str(repo), "--no-answer")
         _refused(ask, f"refusing the gitrag socket folder {folder}", f"belongs to uid {mallory.uid}",
@@ -133,7 +135,7 @@ def test_a_socket_folder_squatted_by_another_user_is_refused(victim: User, mallo
         listener.wait()
     heard = _heard(log)
     assert heard == "", heard  # not one connection: nothing was sent, not even the repository's path
-    record("another user squats /tmp/gitrag-<uid>/ (0777) and listens on daemon.sock",
+    record(f"another user squats /tmp/gitrag-<uid>/ ({mode:04o}) and listens on daemon.sock",
            "ask, index, status, mcp refuse in one line (folder's owner, what to set); nothing sent; "
            "the hook spools; the daemon refuses to start there", group=GROUP)
 
@@ -338,7 +340,7 @@ def test_a_socket_path_over_the_unix_limit_moves_to_tmp(repo: Repo, tmp_path: Pa
     try:
         path = protocol.socket_path()
         assert path.parent == Path(f"/tmp/gitrag-{os.getuid()}") and len(os.fsencode(path)) <= 107
-        proc = run("index", "--json", "--repo", str(repo.path))
+        proc = run("index", "--repo", str(repo.path))
         assert proc.returncode == 0 and "indexed by the running daemon" in proc.stderr, proc.stderr
         status = json.loads(run("status", "--json", "--repo", str(repo.path)).stdout)
         assert status["daemon"]["running"] and status["daemon"]["pid"] == daemon.pid

@@ -61,14 +61,19 @@ def check_socket_files(path: Path) -> None:
     uid = os.getuid()
     try:
         folder = os.lstat(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConnectError(f"no gitrag daemon listens on {path} (no folder); start one: `gitrag daemon`") from None
+    except OSError as exc:
+        raise ConnectError(f"cannot reach the gitrag daemon's socket {path}: {exc.strerror}") from None
+    why = protocol.unsafe_folder(path.parent, folder)  # first: another user's 0700 folder hides its socket
+    if why is not None:
+        raise UntrustedSocket(f"refusing the gitrag socket folder {path.parent}: {why}; {_WHAT_TO_DO}")
+    try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         raise ConnectError(f"no gitrag daemon listens on {path} (no socket); start one: `gitrag daemon`") from None
     except OSError as exc:
         raise ConnectError(f"cannot reach the gitrag daemon's socket {path}: {exc.strerror}") from None
-    why = protocol.unsafe_folder(path.parent, folder)
-    if why is not None:
-        raise UntrustedSocket(f"refusing the gitrag socket folder {path.parent}: {why}; {_WHAT_TO_DO}")
     if not stat.S_ISSOCK(st.st_mode):
         raise ConnectError(f"no gitrag daemon listens on {path} (not a socket); start one: `gitrag daemon`")
     if st.st_uid != uid or stat.S_IMODE(st.st_mode) & 0o077:
