@@ -108,7 +108,7 @@ def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> str:
 _NOTIFY = "from gitrag.notify import deliver; import sys; print(deliver({'repo': sys.argv[1], 'hook': 'post-commit'}))"
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o700])
+@pytest.mark.parametrize("mode", [0o777, 0o700], ids=["0777", "0700"])
 def test_a_socket_folder_squatted_by_another_user_is_refused(victim: User, mallory: User, mode: int) -> None:
     """Mallory makes /tmp/gitrag-<victim's uid>/ (0777, or 0700 to hide what is inside) and
     listens on daemon.sock there before the victim's first gitrag command (XDG_RUNTIME_DIR
@@ -221,7 +221,7 @@ def _index_limited(repo: Path) -> subprocess.CompletedProcess[str]:
     ("a 3 GB file (sparse)", lambda repo, tmp: os.truncate(os.open(repo / ".gitrag.toml", os.O_CREAT | os.O_WRONLY),
                                                             3 * 2**30)),
     ("a FIFO", lambda repo, tmp: os.mkfifo(repo / ".gitrag.toml")),
-])
+], ids=["dev-zero", "symlink-out", "3GB", "FIFO"])
 def test_a_hostile_repository_config_is_ignored_with_one_warning(repo: Repo, tmp_path: Path, what: str,
                                                                   make: Any) -> None:
     repo.write("a.py", "def a():\n    return 1\n")
@@ -315,7 +315,7 @@ def test_an_xdg_runtime_dir_this_user_cannot_write_falls_back(victim: User, tmp_
            "daemon and CLI fall back to /tmp/gitrag-<uid>/ and find each other", group=GROUP)
 
 
-@pytest.mark.parametrize("shape", ["longer than PATH_MAX", "a folder name over 255 bytes"])
+@pytest.mark.parametrize("shape", ["longer than PATH_MAX", "a folder name over 255 bytes"], ids=["PATH_MAX", "NAME_MAX"])
 def test_a_gitrag_home_over_the_system_limits_is_one_line(repo: Repo, tmp_path: Path, shape: str) -> None:
     repo.write("a.py", "def a():\n    return 1\n")
     repo.commit("a")
