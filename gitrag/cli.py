@@ -5,6 +5,7 @@ Errors are mapped to exit codes here and only here (see ``gitrag.errors``).
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from collections.abc import Callable
 import click
 
 from gitrag import __version__
-from gitrag.errors import EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
+from gitrag.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (every field: README, \"JSON output\").")
@@ -231,22 +232,36 @@ def _exit(fn: Callable[[], int]) -> None:
         code = exc.exit_code
     except KeyboardInterrupt:
         code = EXIT_INTERRUPT
+    except OSError as exc:
+        code = _os_error(exc)
     except Exception:  # an unexpected bug: say where the traceback is
         code = _internal_error()
     sys.exit(code)
 
 
+def _os_error(exc: OSError) -> int:
+    """A path the system refuses as too long is the user's to fix (a deep GITRAG_HOME, a long
+    XDG folder): one line saying what to set. Any other OSError is a bug."""
+    if exc.errno != errno.ENAMETOOLONG:
+        return _internal_error()
+    from gitrag import output
+
+    output.error(f"a path is too long for the system: {exc.filename or exc}; set GITRAG_HOME "
+                 f"(or XDG_DATA_HOME, XDG_STATE_HOME) to a shorter folder")
+    return EXIT_ERROR
+
+
 def _internal_error() -> int:
     from gitrag import config, output
 
-    log_dir = config.state_dir()
     try:
-        log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # tracebacks name paths: private
+        log_dir = config.state_dir()
+        config.private_mkdir(log_dir)  # tracebacks name paths: private
         path = log_dir / "crash.log"
         with path.open("a") as fh:
             fh.write(traceback.format_exc() + "\n")
         where = f"; the traceback is in {path}"
-    except OSError:
+    except (OSError, GitragError):
         where = ""
         traceback.print_exc()
     output.error(f"unexpected internal error: {sys.exc_info()[1]!r}{where}; please report it")

@@ -6,6 +6,12 @@ variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (test
 Ollama's own ``OLLAMA_HOST`` is honoured when nothing above sets ``ollama_host`` (the user
 config or ``GITRAG_OLLAMA_HOST``): it is where the user's Ollama tools already look.
 
+Every folder gitrag creates is 0700 (:func:`private_mkdir`).
+
+A config file is read only when it is a regular file of at most MAX_CONFIG_BYTES; a
+repository's ``.gitrag.toml`` that is a symlink out of the work tree is ignored too (one
+warning line each), so a committed link to ``/dev/zero`` cannot exhaust memory.
+
 A repository's ``.gitrag.toml`` comes with the code, from whoever committed it, so it may
 not choose where code is sent or what is loaded into the process: ``USER_ONLY`` settings
 there are ignored with a warning (set them in the user config or the environment).
@@ -13,9 +19,11 @@ there are ignored with a warning (set them in the user config or the environment
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -37,6 +45,9 @@ _ENV = {
     "GITRAG_BRANCH_TTL_DAYS": "branch_ttl_days",
 }
 
+
+# settings that change what is indexed or found: a CLI and the daemon answering it must agree
+RESULT_SETTINGS = ("embedder", "local_model", "ollama_host", "ollama_model", "qdrant_url", "max_file_bytes")
 
 # settings a repository's own .gitrag.toml may not set: servers that receive code, a model to load
 USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model"})
@@ -64,9 +75,59 @@ class Settings:
         return "server" if self.qdrant_url else "embedded"
 
 
+MAX_CONFIG_BYTES = 256 * 1024  # a config file larger than this is ignored (one warning), never read
+PATH_MAX = 4096  # bytes, Linux; a GITRAG_HOME must leave room for the files below it
+NAME_MAX = 255  # bytes in one path component
+_HOME_ROOM = 512  # bytes kept free below GITRAG_HOME for gitrag's own folders and files
+
+
 def gitrag_home() -> Path | None:
+    """``$GITRAG_HOME`` as an absolute path, or None. Raises ConfigError when it is too long
+    for the system (PATH_MAX with room for gitrag's files, or a component over NAME_MAX)."""
     home = os.environ.get("GITRAG_HOME")
-    return Path(home).expanduser().absolute() if home else None
+    if not home:
+        return None
+    path = Path(home).expanduser().absolute()
+    raw = os.fsencode(path)
+    if len(raw) > PATH_MAX - _HOME_ROOM or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        raise ConfigError(f"GITRAG_HOME is {len(raw)} bytes long (a path may have at most {PATH_MAX - _HOME_ROOM} "
+                          f"here, and {NAME_MAX} per folder name): set GITRAG_HOME to a shorter folder")
+    return path
+
+
+def private_mkdir(path: Path) -> Path:
+    """Create ``path`` and every missing parent with mode 0700 (``mkdir -p`` would make the
+    parents 0755, letting other users list what is inside). Folders that exist are left
+    as they are. Returns ``path``; raises OSError."""
+    missing = []
+    for folder in (path, *path.parents):
+        if os.path.isdir(folder):
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(folder, 0o700)  # whatever the umask
+    return path
+
+
+def private_data_dir(path: Path) -> Path:
+    """:func:`private_mkdir` of a repository's data folder, and GITRAG_HOME and the data root
+    made 0700 when they are ours (an older gitrag created them 0755)."""
+    private_mkdir(path)
+    home = gitrag_home()
+    for folder in (home, data_root()):
+        if folder is None or not (folder == path or folder in path.parents):
+            continue
+        try:
+            st = os.lstat(folder)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(folder, stat.S_IMODE(st.st_mode) & 0o700)
+    return path
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -91,9 +152,21 @@ def runtime_dir() -> Path:
     if home:
         return home / "run"
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
+    if xdg and _usable_runtime_dir(Path(xdg)):
         return Path(xdg) / "gitrag"
     return Path("/tmp") / f"gitrag-{os.getuid()}"
+
+
+def _usable_runtime_dir(xdg: Path) -> bool:
+    """Whether ``$XDG_RUNTIME_DIR`` is a folder of this user that this user can write (after
+    ``su`` it still names the first user's folder: then /tmp/gitrag-<uid> is used)."""
+    if not xdg.is_absolute():
+        return False
+    try:
+        st = os.stat(xdg)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and os.access(xdg, os.W_OK | os.X_OK)
 
 
 def state_dir() -> Path:
@@ -127,13 +200,72 @@ def _coerce(name: str, raw: object) -> object:
     return value
 
 
-def _read_toml(path: Path) -> dict[str, object]:
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn(message: str, **fields: object) -> None:
+    """One warning line per message and file in a process (settings are loaded more than once)."""
+    key = (message, str(fields.get("file")))
+    if key in _warned:
+        return
+    _warned.add(key)
+    import structlog  # lazily: the hook path imports this module with the standard library only
+
+    structlog.get_logger("gitrag.config").warning(message, **fields)
+
+
+def _config_bytes(path: Path, inside: Path | None) -> bytes | None:
+    """The bytes of a config file, or None when there is none or it is ignored (one warning).
+
+    Ignored: a symlink that leads out of ``inside`` (the repository's work tree, for its
+    ``.gitrag.toml``), anything but a regular file (``/dev/zero``, a FIFO, a folder) and a
+    file over MAX_CONFIG_BYTES; nothing more than MAX_CONFIG_BYTES + 1 bytes is ever read."""
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        link = os.lstat(path)
     except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
+    target = path
+    if stat.S_ISLNK(link.st_mode):
+        target = path.resolve()
+        if inside is not None and not target.is_relative_to(Path(inside).resolve()):
+            _warn("ignored: it is a symlink that leads out of the repository", file=str(path), target=str(target))
+            return None
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        _warn("ignored: a symlink to nothing", file=str(path))
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            _warn("ignored: not a regular file", file=str(path), target=str(target))
+            return None
+        if st.st_size > MAX_CONFIG_BYTES:
+            _warn(f"ignored: larger than {MAX_CONFIG_BYTES} bytes", file=str(path), bytes=st.st_size)
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:  # it grew while we looked
+            _warn(f"ignored: larger than {MAX_CONFIG_BYTES} bytes", file=str(path))
+            return None
+        return data
+    finally:
+        os.close(fd)
+
+
+def _read_toml(path: Path, inside: Path | None = None) -> dict[str, object]:
+    raw = _config_bytes(path, inside)
+    if raw is None:
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
     known = {f.name for f in fields(Settings)} - {"sources"}
     unknown = set(data) - known
@@ -143,26 +275,37 @@ def _read_toml(path: Path) -> dict[str, object]:
 
 
 def _without_user_only(path: Path, data: dict[str, object]) -> dict[str, object]:
-    import structlog  # lazily: the hook path imports this module with the standard library only
-
     ignored = sorted(USER_ONLY & set(data))
-    structlog.get_logger("gitrag.config").warning(
-        "ignored in a repository's .gitrag.toml; set it in your own config or GITRAG_* variables",
-        file=str(path), settings=ignored,
-    )
+    _warn("ignored in a repository's .gitrag.toml; set it in your own config or GITRAG_* variables",
+          file=str(path), settings=ignored)
     return {k: v for k, v in data.items() if k not in USER_ONLY}
+
+
+def result_settings(settings: Settings) -> dict[str, object]:
+    """The RESULT_SETTINGS of ``settings`` as JSON-able values (what a client sends the daemon)."""
+    return {name: getattr(settings, name) for name in RESULT_SETTINGS}
+
+
+def mismatch(mine: dict[str, object], theirs: dict[str, object]) -> str | None:
+    """One phrase naming the first RESULT_SETTINGS field that differs (``GITRAG_EMBEDDER=hash,
+    the daemon's local``), or None when they agree."""
+    env = {f: v for v, f in _ENV.items()}
+    for name in RESULT_SETTINGS:
+        if name in mine and mine[name] != theirs.get(name):
+            return f"{env.get(name, name)}={mine[name]!r} here, {theirs.get(name)!r} in the daemon"
+    return None
 
 
 def load_settings(repo_root: Path | None = None) -> Settings:
     """Settings for a repository (or none): defaults < user config < .gitrag.toml < env."""
     settings = Settings()
     sources: list[str] = []
-    layers = [config_file()]
+    layers: list[tuple[Path, Path | None]] = [(config_file(), None)]
     if repo_root is not None:
-        layers.append(Path(repo_root) / ".gitrag.toml")
+        layers.append((Path(repo_root) / ".gitrag.toml", Path(repo_root)))
     host_set = False
-    for path in layers:
-        data = _read_toml(path)
+    for path, inside in layers:
+        data = _read_toml(path, inside)
         if path.name == ".gitrag.toml" and USER_ONLY & set(data):
             data = _without_user_only(path, data)
         host_set = host_set or "ollama_host" in data

@@ -2,9 +2,11 @@
 
     agent --stdio JSON-RPC--> MCPServer (official ``mcp`` SDK) --> :class:`Tools` --> Workspace
 
-The workspace (state, store, embedder) is opened once for ``--repo`` and kept warm; the
-embedder and the symbol graph are loaded in the background at start. Tools run on SDK
-worker threads, one at a time (a lock around the workspace).
+The workspace's state (the symbol graph, freshness) is opened once for ``--repo``; searches
+go through the gitrag daemon, which this server starts when none runs: the daemon is the
+one process that opens the store (an embedded shard can be open in one process at a
+time), so several MCP servers, CLI commands and the hooks' syncs share it and never lock
+each other out. Tools run on SDK worker threads, one at a time (a lock around the workspace).
 
 Every result carries the index's freshness: ``branch``, ``commit`` (the indexed commit
 answered from), ``head``, ``up_to_date``, ``worktree_changes``. Source text comes from git
@@ -25,9 +27,9 @@ from pydantic import Field, ValidationError
 
 from gitrag import __version__
 from gitrag.chunking import CHUNKER_VERSION
-from gitrag.daemon import routing
+from gitrag.daemon import launch, routing
 from gitrag.errors import EXIT_OK, GitragError
-from gitrag.retrieval import Freshness, freshness, search
+from gitrag.retrieval import Freshness, freshness
 from gitrag.store import SearchFilter
 from gitrag.symbols import RELATIONS, Definition, NotFound, dependencies, file_outline, find_definitions, symbol_index
 from gitrag.workspace import Workspace, open_workspace
@@ -100,27 +102,38 @@ class Tools:
                 raise ToolError(f"internal error in gitrag: {exc!r}; please report it") from None
 
     def warm_up(self) -> None:
-        """Load the embedder and the symbol graph now, so the first call is fast."""
+        """Load the symbol graph now, so the first call is fast (the daemon, which holds the
+        model, is started by the first search that needs it)."""
         with self.lock:
             try:
                 symbol_index(self.ws)
-                self.ws.embedder.embed_query("warm up")  # loads the model
-            except Exception as exc:  # not indexed yet, model missing: the tools will say so
+            except Exception as exc:  # not indexed yet: the tools will say so
                 log.info("warm-up skipped: %s", exc)
 
     # -- tools -------------------------------------------------------------------------
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str) -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         scope = SearchFilter(prefix, language.strip().lower()) if (prefix or language.strip()) else None
-        # a running daemon holds the embedded store (one process per shard): ask through it
-        routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, scope.language if scope else "", True)
-        if routed is not None:
-            results, fresh = routed[0].results, routed[0].freshness
-        else:
-            results, fresh = search(self.ws, query, k=k, mode=mode, scope=scope), freshness(self.ws)
+        routed = self._ask_daemon(query, k, mode, prefix, scope.language if scope else "")
+        results, fresh = routed.response.results, routed.response.freshness
         keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
-        return {"query": query, "mode": mode, **fresh_fields(fresh),
-                "results": [{key: getattr(r, key) for key in keep} for r in results]}
+        out = {"query": query, "mode": mode, **fresh_fields(fresh),
+               "results": [{key: getattr(r, key) for key in keep} for r in results]}
+        if routed.catching_up:
+            out["catching_up"] = routed.catching_up
+        return out
+
+    def _ask_daemon(self, query: str, k: int, mode: str, prefix: str, language: str) -> routing.Routed:
+        """Search through the daemon, starting it when none runs. The daemon is the one
+        process that opens the store (an embedded shard is open in one process at a time),
+        so several MCP servers and CLI commands never lock each other out."""
+        for _ in range(3):  # a daemon may stop between our start and our request (idle, `--stop`)
+            routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, language, True)
+            if routed is not None:
+                return routed
+            launch.ensure_running()
+        raise GitragError("the gitrag daemon went away three times while answering; see its log "
+                          f"({launch.log_path()})")
 
     def get_symbol(self, name: str) -> dict[str, Any]:
         found = self._definitions(name)

@@ -111,7 +111,7 @@ def _log_failure() -> None:
         from gitrag import config
 
         folder = config.state_dir()
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config.private_mkdir(folder)
         with (folder / "notify.log").open("a") as fh:
             fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(sys.argv)}\n{traceback.format_exc()}\n")
     except OSError:

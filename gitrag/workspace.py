@@ -70,7 +70,7 @@ def open_workspace(
     repo = GitRepo(path)
     settings = settings or config.load_settings(repo.workdir)
     data_dir = config.repo_data_dir(repo.common_dir)
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config.private_data_dir(data_dir)
     (data_dir / "repo").write_text(str(repo.common_dir))
     state = State(data_dir, reset_incompatible=rebuild)
     store = open_store(settings, data_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tests.gitutil import Repo
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """No test writes to the real home directory: HOME, XDG_* and GITRAG_HOME point to tmp."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -23,7 +24,19 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("GITRAG_EMBEDDER", "hash")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    return home
+    yield home
+    _stop_daemon_left_running()
+
+
+def _stop_daemon_left_running() -> None:
+    """Stop a daemon that a command of the test started on demand (``gitrag mcp`` does)."""
+    from gitrag.daemon import launch, protocol
+
+    try:
+        if os.path.lexists(protocol.socket_path()) or launch.lock_held():
+            launch.stop(wait_s=60.0)
+    except Exception:  # noqa: BLE001 - best effort: the test's own assertions are what count
+        pass
 
 
 @pytest.fixture

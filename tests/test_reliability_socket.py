@@ -238,6 +238,10 @@ def test_another_user_is_refused(shared_home: Path) -> None:
         os.chmod(path, 0o666)
         said = _as_nobody(path, python)
         assert said.startswith("reply:") and json.loads(said[len("reply:"):])["kind"] == "PermissionDenied"
+        with pytest.raises(client.UntrustedSocket, match="0711"):  # our own client trusts no open folder
+            client.request("ping", timeout=5)
+        os.chmod(path.parent, 0o700)
+        os.chmod(path, 0o600)
         _still_serving(daemon)
     finally:
         stop_daemon(daemon)

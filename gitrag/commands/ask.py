@@ -7,7 +7,7 @@ from rich.markup import escape
 from gitrag import output
 from gitrag.answer import Answer, weak_message, write_answer
 from gitrag.config import Settings
-from gitrag.errors import EXIT_OK
+from gitrag.errors import EXIT_OK, StoreError
 from gitrag.retrieval import AskResponse
 from gitrag.retrieval import ask as run_ask
 from gitrag.store import SearchFilter
@@ -19,21 +19,29 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     from gitrag.daemon import routing
 
     routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand)  # None: no daemon runs
+    catching_up = None
     if routed is not None:
-        response, settings = routed
+        response, settings, catching_up = routed
     else:
         ws = open_workspace(repo)
         try:
             response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None,
                                expand=expand)
+        except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
+            again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand) \
+                if routing.held_elsewhere(exc) else None
+            if again is None:
+                raise
+            response, _, catching_up = again
         finally:
             ws.close()
         settings = ws.settings
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
-        output.emit_json(response.to_json() | written.to_json())
+        extra = {"catching_up": catching_up} if catching_up else {}
+        output.emit_json(response.to_json() | written.to_json() | extra)
     else:
-        _print(response, snippets=not written.text)
+        _print(response, snippets=not written.text, catching_up=catching_up)
     return EXIT_OK
 
 
@@ -60,7 +68,7 @@ def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) 
     return written
 
 
-def _print(r: AskResponse, snippets: bool = True) -> None:
+def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None) -> None:
     f = r.freshness
     if not r.results:
         output.out.print("no results")
@@ -75,7 +83,8 @@ def _print(r: AskResponse, snippets: bool = True) -> None:
             output.out.print("      " + line, markup=False)
         if len(lines) > 8:
             output.out.print(f"      [dim]… {len(lines) - 8} more lines[/]")
-    state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: run `gitrag index`"
+    todo = catching_up or "run `gitrag index`"
+    state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
 

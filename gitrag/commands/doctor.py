@@ -88,6 +88,8 @@ def check_daemon() -> Check:
     info = client.probe()
     waiting = spool.pending()
     queued = f"; {waiting} event(s) wait in {spool.spool_path()}" if waiting else ""
+    if info.get("error"):
+        return Check("daemon", "fail", info["error"] + queued, "see SECURITY.md: the socket")
     if not info["running"]:
         return Check("daemon", "fail", f"not reachable at {info['socket']}{queued}",
                      "gitrag install (or `systemctl --user start gitrag`, or `gitrag daemon`)")
@@ -133,7 +135,7 @@ def check_embedder(settings: Settings) -> Check:
 def check_store(repo: GitRepo, settings: Settings) -> Check:
     data_dir = config.repo_data_dir(repo.common_dir)
     try:
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config.private_data_dir(data_dir)
         with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-"):
             pass
     except OSError as exc:
@@ -158,6 +160,9 @@ def check_lag(repo: GitRepo) -> list[Check]:
         branches = state.branches()
     finally:
         state.close()
+    if not branches and repo.head() is None:
+        return [Check("lag", "warn", f"no commit yet on {repo.branch()}: nothing to index",
+                      "commit first (`git commit`); then `gitrag index`, or the hooks, index it")]
     if not branches:
         return [Check("lag", "warn", "nothing indexed yet", f"gitrag index --repo {repo.root}")]
     checks = []

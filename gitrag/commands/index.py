@@ -3,7 +3,7 @@ from __future__ import annotations
 import contextlib
 
 from gitrag import output
-from gitrag.errors import EXIT_OK
+from gitrag.errors import EXIT_OK, StoreError
 from gitrag.indexer import Indexer, IndexSummary
 from gitrag.workspace import open_workspace
 
@@ -21,11 +21,16 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
         try:
             with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
                 summary = Indexer(ws, progress).sync(rebuild=rebuild)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(Exception):  # the sync's error is the one to report
                 ws.close()
-            raise
-        ws.close()
+            # a daemon started since we looked, and holds the store: it syncs instead
+            again = routing.index(repo, rebuild) if isinstance(exc, StoreError) and routing.held_elsewhere(exc) else None
+            if again is None:
+                raise
+            summary = IndexSummary(**{k: v for k, v in again.items() if k in IndexSummary.__dataclass_fields__})
+        else:
+            ws.close()
     if as_json:
         output.emit_json(summary.to_json())
     else:

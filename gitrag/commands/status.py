@@ -47,7 +47,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
             "skipped": ws.state.skip_counts(b.name),
         })
     repo = {
-        "path": str(ws.repo.root), "branch": current, "branches": branches, "queue": 0,
+        "path": str(ws.repo.root), "branch": current, "head": ws.repo.head(), "branches": branches, "queue": 0,
         "worktree_changes": ws.repo.worktree_changes(), "data_dir": str(ws.data_dir),
         "state_bytes": ws.state.size_bytes(),
     }
@@ -82,6 +82,8 @@ def _print(data: dict[str, Any]) -> None:
             if b["current"] and b.get("skipped"):
                 skipped = ", ".join(f"{n} {reason}" for reason, n in b["skipped"].items())
                 output.out.print(f"   skipped files: {skipped}", markup=False)
-        if not repo["branches"]:
+        if not repo["branches"] and "head" in repo and repo["head"] is None:
+            output.out.print("   no commit yet: commit first (`git commit`); then `gitrag index`, or the hooks, index it")
+        elif not repo["branches"]:
             output.out.print("   nothing indexed yet: run `gitrag index`")
         output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}")

@@ -1,9 +1,12 @@
 """Talking to the daemon from the CLI and the notifier. Standard library only.
 
-Three failures are told apart (like pywatchman): :class:`ConnectError` (no daemon
-listens: work in-process instead), :class:`Timeout` (a daemon took the request but did
-not answer in time) and :class:`CommandError` (the daemon ran the command and it
-failed; it carries the daemon's error kind and exit code). All are GitragErrors, so the
+Before anything is sent, the socket is checked (:func:`check_socket_files`, then the
+listening process's uid by SO_PEERCRED): a socket another user could have planted is
+refused with :class:`UntrustedSocket`. The other failures are told apart (like
+pywatchman): :class:`ConnectError` (no daemon listens: work in-process instead),
+:class:`Timeout` (a daemon took the request but did not answer in time) and
+:class:`CommandError` (the daemon ran the command and it failed; it carries the daemon's
+error kind and exit code). All are GitragErrors, so the
 CLI maps them to exit codes like any other.
 """
 
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +45,54 @@ class CommandError(DaemonError):
         self.exit_code = exit_code
 
 
+class UntrustedSocket(DaemonError):
+    """The socket, its folder or the process listening on it is not this user's: nothing is
+    sent (someone else may be posing as the daemon in a shared /tmp)."""
+
+
+_WHAT_TO_DO = ("someone else may be posing as your gitrag daemon; nothing was sent. Remove it (as its owner or "
+               "root), or set XDG_RUNTIME_DIR or GITRAG_HOME to a private folder")
+
+
+def check_socket_files(path: Path) -> None:
+    """Refuse a socket whose folder or file another user could have made: the folder must
+    be a real folder of ours without group/other bits (0700), the socket ours and 0600.
+    Raises ConnectError when there is no socket (no daemon), UntrustedSocket otherwise."""
+    uid = os.getuid()
+    try:
+        folder = os.lstat(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConnectError(f"no gitrag daemon listens on {path} (no folder); start one: `gitrag daemon`") from None
+    except OSError as exc:
+        raise ConnectError(f"cannot reach the gitrag daemon's socket {path}: {exc.strerror}") from None
+    why = protocol.unsafe_folder(path.parent, folder)  # first: another user's 0700 folder hides its socket
+    if why is not None:
+        raise UntrustedSocket(f"refusing the gitrag socket folder {path.parent}: {why}; {_WHAT_TO_DO}")
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConnectError(f"no gitrag daemon listens on {path} (no socket); start one: `gitrag daemon`") from None
+    except OSError as exc:
+        raise ConnectError(f"cannot reach the gitrag daemon's socket {path}: {exc.strerror}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ConnectError(f"no gitrag daemon listens on {path} (not a socket); start one: `gitrag daemon`")
+    if st.st_uid != uid or stat.S_IMODE(st.st_mode) & 0o077:
+        raise UntrustedSocket(f"refusing the gitrag socket {path}: it belongs to uid {st.st_uid} with mode "
+                              f"{stat.S_IMODE(st.st_mode):04o} (yours is uid {uid}, 0600); {_WHAT_TO_DO}")
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process that listens on the other end (SO_PEERCRED), None off Linux."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
 def _connect(path: Path, timeout: float | None) -> socket.socket:
+    """A connection to the daemon at ``path``, checked before anything is sent: the files
+    (:func:`check_socket_files`) and the listening process's uid (SO_PEERCRED)."""
+    check_socket_files(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -51,6 +103,11 @@ def _connect(path: Path, timeout: float | None) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ConnectError(f"cannot connect to the gitrag daemon at {path}: {exc}") from None
+    peer = _peer_uid(sock)
+    if peer is not None and peer != os.getuid():
+        sock.close()
+        raise UntrustedSocket(f"refusing the process listening on {path}: it runs as uid {peer}, not as you "
+                              f"(uid {os.getuid()}); {_WHAT_TO_DO}")
     return sock
 
 
@@ -100,10 +157,13 @@ def request(op: str, /, *, timeout: float | None = 30.0, socket_path: Path | Non
 
 
 def probe(timeout: float = 2.0) -> dict[str, Any]:
-    """``{"running": bool, "pid": int | None, "socket": str}``: whether a daemon answers a ping."""
+    """``{"running": bool, "pid": int | None, "socket": str}``: whether a daemon answers a ping;
+    with ``"error"`` (one line) when the socket was refused as untrusted."""
     path = protocol.socket_path()
     try:
         info = request("ping", timeout=timeout, socket_path=path)
+    except UntrustedSocket as exc:
+        return {"running": False, "pid": None, "socket": str(path), "error": str(exc)}
     except DaemonError:
         return {"running": False, "pid": None, "socket": str(path)}
     return {"running": True, "pid": info.get("pid"), "socket": str(path), "version": info.get("version")}

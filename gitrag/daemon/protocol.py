@@ -9,6 +9,9 @@ One JSON object per line (UTF-8, ``\\n``-terminated), at most :data:`MAX_MESSAGE
 Errors cross the socket as data, never as a dropped connection. A message of another
 version ``v`` is refused with a failure saying which version the daemon speaks.
 
+Arguments are checked against one table, :data:`ARGS` (type and range of every field by
+name), before an op runs; a bad one is a ``BadArguments`` failure, never a traceback.
+
 Files: the socket and the lock live in :func:`gitrag.config.runtime_dir` (0700). A unix
 socket path is limited to 107 bytes; when the folder is too deep (a long ``GITRAG_HOME``)
 the socket moves to ``/tmp/gitrag-<uid>/<12 hex of the folder>.sock``.
@@ -20,10 +23,12 @@ import hashlib
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitrag import config
+from gitrag.errors import GitragError
 
 VERSION = 1
 MAX_MESSAGE = 8 * 1024 * 1024  # bytes in one line, newline included
@@ -87,15 +92,115 @@ def socket_path() -> Path:
     return Path(f"/tmp/gitrag-{os.getuid()}") / f"{digest}.sock"
 
 
-def private_dir(path: Path) -> Path:
-    """Create ``path`` (0700) if needed and make sure it is ours and private.
+class UnsafeFolder(GitragError):
+    """The socket folder is not a private folder of this user (a shared /tmp squatted)."""
 
-    Raises PermissionError when it is a symlink, not a folder, or owned by another user
-    (a shared /tmp must not let anyone else plant our socket)."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+def unsafe_folder(path: Path, st: os.stat_result) -> str | None:
+    """Why ``path`` (lstat ``st``) may not hold our socket, or None when it is a folder of
+    this user that no one else may enter (no group or other bits)."""
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a folder" + (" (a symlink)" if stat.S_ISLNK(st.st_mode) else "")
+    if st.st_uid != os.getuid():
+        return f"it belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return f"its mode is {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    return None
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (0700, with its missing parents) if needed and make sure it is ours
+    and private (a mode other than 0700 is corrected).
+
+    Raises UnsafeFolder when it is a symlink, not a folder, or owned by another user (a
+    shared /tmp must not let anyone else plant our socket)."""
+    config.private_mkdir(path)
     st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise PermissionError(f"{path} is not a folder owned by uid {os.getuid()}; remove it and retry")
+    why = unsafe_folder(path, st)
+    if why is not None and (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()):
+        raise UnsafeFolder(f"refusing the gitrag socket folder {path}: {why}; someone else may be posing as "
+                           f"your daemon: remove it (as its owner or root), or set XDG_RUNTIME_DIR or GITRAG_HOME "
+                           f"to a private folder")
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
+
+
+# -- request arguments ----------------------------------------------------------------------
+
+
+class BadArguments(ValueError):
+    """A request argument of the wrong type or out of range (the reply's kind ``BadArguments``)."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """What one request argument may be: its JSON type(s), a range for numbers, the
+    choices or the longest length for strings, the item type for lists."""
+
+    kind: type | tuple[type, ...]
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    max_len: int | None = None
+    items: type | None = None
+    nonblank: bool = False
+
+
+MAX_PATH_ARG = 4096  # characters
+# Every argument any op takes, by name (the same name means the same thing in every op).
+# The limits are the CLI's (``gitrag ask -k`` 1-200, ``--expand`` 0-3). A new field: one line.
+ARGS: dict[str, Arg] = {
+    "repo": Arg(str, max_len=MAX_PATH_ARG, nonblank=True),
+    "question": Arg(str, max_len=100_000, nonblank=True),
+    "k": Arg(int, 1, 200),
+    "mode": Arg(str, choices=("hybrid", "dense", "sparse")),
+    "path": Arg(str, max_len=MAX_PATH_ARG),
+    "lang": Arg(str, max_len=64),
+    "no_answer": Arg(bool),
+    "expand": Arg(int, 0, 3),
+    "rebuild": Arg(bool),
+    "settings": Arg(dict),
+    "common_dir": Arg(str, max_len=MAX_PATH_ARG),
+    "hook": Arg(str, max_len=64),
+    "args": Arg(list, max_len=64, items=str),
+    "time": Arg((int, float)),
+}
+
+
+def check_args(args: dict[str, Any]) -> None:
+    """Raise BadArguments (one line) unless every argument named in :data:`ARGS` has its
+    type and range; arguments not in the table are left to the op's signature."""
+    for name, value in args.items():
+        spec = ARGS.get(name)
+        if spec is not None:
+            _check(name, value, spec)
+
+
+def _check(name: str, value: Any, spec: Arg) -> None:
+    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        wanted = " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
+        raise BadArguments(f"{name!r} must be {wanted}, not {_JSON_NAMES.get(type(value), type(value).__name__)} "
+                           f"{_short(value)}")
+    if spec.low is not None and value < spec.low or spec.high is not None and value > spec.high:
+        raise BadArguments(f"{name!r} must be between {spec.low:g} and {spec.high:g}, not {_short(value)}")
+    if spec.choices and value not in spec.choices:
+        raise BadArguments(f"{name!r} must be one of {', '.join(spec.choices)}, not {_short(value)}")
+    if spec.max_len is not None and len(value) > spec.max_len:
+        raise BadArguments(f"{name!r} is too long ({len(value)}; at most {spec.max_len})")
+    if spec.nonblank and not value.strip():
+        raise BadArguments(f"{name!r} is empty")
+    if isinstance(value, str) and "\0" in value:
+        raise BadArguments(f"{name!r} may not contain NUL characters")
+    if spec.items is not None and not all(isinstance(v, spec.items) and not isinstance(v, bool) for v in value):
+        raise BadArguments(f"every item of {name!r} must be {_JSON_NAMES.get(spec.items, spec.items.__name__)}")
+
+
+_JSON_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+                                list: "an array", dict: "an object", type(None): "null"}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -43,7 +43,7 @@ def is_registered(common_dir: str | Path, path: Path | None = None) -> bool:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[dict[str, dict[str, Any]]]:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config.private_mkdir(path.parent)
     with open(str(path) + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         repos = load(path)

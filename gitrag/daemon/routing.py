@@ -3,12 +3,15 @@
 The daemon holds the repository's store open (an embedded store's shard can be open in
 one process at a time), so while it runs, ``ask`` and ``status`` must go through it; it
 also answers from a warm model. No daemon -> None, and the caller works in-process.
+``ask`` and ``index`` send this process's result settings (GITRAG_EMBEDDER, ...): a
+daemon running with others refuses them (SettingsMismatch) instead of silently answering
+with its own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gitrag.daemon import client
 
@@ -23,19 +26,43 @@ def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
         return None
 
 
+def _settings(repo: str) -> dict[str, Any]:
+    """This process's RESULT_SETTINGS for ``repo``: the daemon refuses a request whose
+    settings differ from its own (it would answer with its own embedder, silently)."""
+    from gitrag import config
+    from gitrag.gitrepo import GitRepo
+
+    return config.result_settings(config.load_settings(GitRepo(repo).workdir))
+
+
+def held_elsewhere(exc: BaseException) -> bool:
+    """Whether ``exc`` says the embedded store is open in another process (a daemon that
+    started after this command looked for one): then the command asks through it."""
+    return "is open in another process" in str(exc)
+
+
+class Routed(NamedTuple):
+    """The daemon's answer: the response, the repository's settings (for writing an answer
+    in-process) and, when the index is behind and the daemon is on it, what it is doing."""
+
+    response: Any
+    settings: Any
+    catching_up: str | None = None
+
+
 def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool,
-        expand: int = 0) -> tuple[Any, Any] | None:
-    """``(AskResponse, Settings)``: the daemon's answer and the repository's settings (for
-    writing an answer in-process), or None when no daemon runs. Raises CommandError (the
-    daemon's error, e.g. NotIndexed), Timeout, NotARepository."""
+        expand: int = 0) -> Routed | None:
+    """The daemon's answer (:class:`Routed`), or None when no daemon runs. Raises
+    CommandError (the daemon's error, e.g. NotIndexed, SettingsMismatch), Timeout,
+    UntrustedSocket, NotARepository."""
     from gitrag import config
     from gitrag.gitrepo import GitRepo
 
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
-                    path=path, lang=lang, no_answer=no_answer, expand=expand)
+                    path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo))
     if data is None:
         return None
-    return response_from_json(data), config.load_settings(GitRepo(repo).workdir)
+    return Routed(response_from_json(data), config.load_settings(GitRepo(repo).workdir), data.get("catching_up"))
 
 
 def status(repo: str) -> dict[str, Any] | None:
@@ -45,7 +72,7 @@ def status(repo: str) -> dict[str, Any] | None:
 
 def index(repo: str, rebuild: bool = False) -> dict[str, Any] | None:
     """The contract's index JSON from a sync run by the daemon, or None when no daemon runs."""
-    return _request("index", None, repo=str(Path(repo).absolute()), rebuild=rebuild)
+    return _request("index", None, repo=str(Path(repo).absolute()), rebuild=rebuild, settings=_settings(repo))
 
 
 def gc(repo: str) -> dict[str, Any] | None:

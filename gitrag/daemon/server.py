@@ -4,7 +4,8 @@ Each connection may send several requests, one line each, answered in order; a l
 must arrive whole within READ_TIMEOUT_S (a stalled client is told so and dropped). A peer
 of another uid (SO_PEERCRED) is refused. ``op`` names a ``cmd_<op>`` coroutine of the
 handler; its result is the reply's ``result``. Every failure is a reply, never a dropped
-connection: bad JSON or version, unknown op, bad arguments (exit code 2), a GitragError
+connection: bad JSON or version, unknown op, bad arguments (the signature, then the types
+and ranges of :data:`gitrag.daemon.protocol.ARGS`; exit code 2), a GitragError
 (its kind and exit code), a bug (kind ``InternalError``, exit code 3, with the traceback;
 the daemon logs it and keeps serving).
 """
@@ -130,7 +131,8 @@ async def dispatch(handler: object, line: bytes) -> dict[str, Any]:
         if not isinstance(args, dict):
             raise TypeError("args must be a JSON object")
         inspect.signature(fn).bind(**args)
-    except TypeError as exc:
+        protocol.check_args(args)
+    except (TypeError, protocol.BadArguments) as exc:
         return protocol.failure(f"bad arguments for {op!r}: {exc}", "BadArguments", 2)
     try:
         return protocol.success(await fn(**args))

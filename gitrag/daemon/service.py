@@ -22,10 +22,17 @@ from gitrag import __version__, config
 from gitrag.daemon import registry
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
+from gitrag.errors import GitragError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace, open_workspace
 
 log = structlog.get_logger("gitrag.daemon")
+
+
+class SettingsMismatch(GitragError):
+    """A client's result settings differ from the daemon's (see Service.check_settings)."""
+
+
 Debounce = Callable[[str, Callable[[], None]], None]  # (key, fn): run fn once, a little later
 
 
@@ -92,15 +99,43 @@ class Service:
         """``{"accepted": bool, "queue"?: int, "reason"?: str}``."""
         return self.accept(repo, **event)
 
+    def check_settings(self, root: str, settings: dict[str, Any] | None) -> None:
+        """Refuse a client whose result settings (GITRAG_EMBEDDER, ...) differ from the ones
+        this daemon uses for the repository: it would get an answer made with ours, silently.
+        Raises SettingsMismatch."""
+        if settings is None:
+            return
+        why = config.mismatch(settings, config.result_settings(config.load_settings(GitRepo(root).workdir)))
+        if why is not None:
+            raise SettingsMismatch(f"the running gitrag daemon uses other settings ({why}) and would answer with "
+                                   f"its own: unset the variable, or restart the daemon with it "
+                                   f"(`gitrag daemon --stop`, then run `gitrag daemon` the same way)")
+
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
-                      lang: str = "", no_answer: bool = False, expand: int = 0) -> dict[str, Any]:
-        """The contract's ask JSON, answered from the warm embedder and store."""
+                      lang: str = "", no_answer: bool = False, expand: int = 0,
+                      settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The contract's ask JSON, answered from the warm embedder and store; with
+        ``catching_up`` (one phrase) when the index is behind and the daemon is on it.
+        Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now)."""
+        from gitrag.errors import NotIndexed
         from gitrag.retrieval import ask
         from gitrag.store import SearchFilter
 
         worker, root = self.worker_for(repo)
+        self.check_settings(root, settings)
         scope = SearchFilter(path, lang) if (path or lang) else None
-        return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope, expand=expand).to_json())
+        try:
+            data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
+                                                 expand=expand).to_json())
+        except NotIndexed as exc:
+            busy = worker.catching_up(root)
+            if busy is None:
+                raise
+            raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
+        busy = worker.catching_up(root)
+        if busy is not None and data.get("commit") != data.get("head"):
+            data["catching_up"] = busy
+        return data
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
@@ -113,11 +148,13 @@ class Service:
                          last_error=worker.stats["last_error"])
         return data
 
-    async def cmd_index(self, repo: str, rebuild: bool = False) -> dict[str, Any]:
-        """Sync the work tree now (after queued syncs); the contract's index JSON."""
+    async def cmd_index(self, repo: str, rebuild: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Sync the work tree now (after queued syncs); the contract's index JSON. Raises
+        SettingsMismatch."""
         from gitrag.indexer import Indexer
 
         worker, root = self.worker_for(repo)
+        self.check_settings(root, settings)
 
         def run() -> dict[str, Any]:
             ws = worker.workspace(root, rebuild)

@@ -24,7 +24,7 @@ def spool_path() -> Path:
 
 
 def _open(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config.private_mkdir(path.parent)
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
 
 

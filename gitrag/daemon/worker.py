@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from gitrag.errors import EmptyRepository, GitragError, NotARepository
+from gitrag.errors import EmptyRepository, GitragError, NotARepository, StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
 
@@ -43,6 +43,24 @@ def sync_progress(worktree: str, branch: str) -> Callable[[str, int, int], None]
 
     return Lines(f"syncing {branch}", emit, interval())
 T = TypeVar("T")
+STAGES = {"chunk": "chunking files", "embed": "embedding chunks", "store": "writing points",
+          "restore": "restoring points"}
+LOCK_WAIT_S = 120.0  # how long a daemon waits for a store another process holds (a CLI command)
+
+
+def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WAIT_S) -> T:
+    """``fn(*args)``, tried again every 0.2 s for up to ``wait_s`` while it fails because the
+    embedded store is open in another process (a CLI command that began before this daemon
+    ran holds it for a moment): the daemon waits its turn instead of failing the request."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return fn(*args)
+        except StoreError as exc:
+            if "is open in another process" not in str(exc) or time.monotonic() > deadline:
+                raise
+            log.info("the store is open in another process; waiting", error=str(exc))
+            time.sleep(0.2)
 
 
 class RepoWorker:
@@ -57,6 +75,7 @@ class RepoWorker:
         self._task: asyncio.Task[None] | None = None
         self.dirty: dict[str, float] = {}  # work tree path -> time of its first unsynced event
         self.syncing: str | None = None  # the work tree being synced now
+        self.progress: tuple[str, int, int] | None = None  # (stage, done, total) of the running sync
         self.stopping = False
         self.busy = 0  # syncs and reads in flight
         self.last_used = time.monotonic()
@@ -115,7 +134,19 @@ class RepoWorker:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
-        return await self._tracked(asyncio.to_thread(fn, *args))
+        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args))
+
+    def catching_up(self, worktree: str) -> str | None:
+        """What the daemon is doing for ``worktree`` now (``indexing it now (embedding chunks:
+        40 of 200)``, ``a sync is queued``), or None when it is not behind on it."""
+        if self.syncing == worktree:
+            if self.progress is None:
+                return "the daemon is indexing it now (starting)"
+            stage, done, total = self.progress
+            return f"the daemon is indexing it now ({STAGES.get(stage, stage)}: {done} of {total})"
+        if worktree in self.dirty:
+            return "the daemon has a sync of it queued" + (" behind another work tree's" if self.syncing else "")
+        return None
 
     async def _tracked(self, awaitable: Awaitable[T]) -> T:
         self.busy += 1
@@ -153,9 +184,21 @@ class RepoWorker:
         """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
         from gitrag.indexer import Indexer
 
+        def progress(stage: str, done: int, total: int) -> None:
+            self.progress = (stage, done, total)
+
+        self.progress = None
         try:
-            ws = self.workspace(worktree)
-            summary = Indexer(ws, sync_progress(worktree, ws.repo.branch())).sync()
+            def sync(ws: Workspace) -> Any:
+                log_progress = sync_progress(worktree, ws.repo.branch())
+
+                def both(stage: str, done: int, total: int) -> None:
+                    progress(stage, done, total)
+                    log_progress(stage, done, total)
+
+                return Indexer(ws, both).sync()
+
+            summary = retry_while_locked(lambda: sync(self.workspace(worktree)))
         except EmptyRepository:
             return None
         except NotARepository as exc:
