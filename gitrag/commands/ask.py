@@ -38,7 +38,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         settings = ws.settings
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
-        extra = {"catching_up": catching_up} if catching_up else {}
+        extra = {"catching_up": catching_up}
         output.emit_json(response.to_json() | written.to_json() | extra)
     else:
         _print(response, snippets=not written.text, catching_up=catching_up)
