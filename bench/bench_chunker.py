@@ -76,6 +76,10 @@ def main() -> None:
           + "  ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print(f"non-ws chars of text   : {percentiles(nonws)}")
     print(f"tokens of text         : {percentiles(tokens)}")
+    short = [c for c in chunks if c.end_line - c.start_line <= 1]
+    print(f"short chunks           : {len(short)} span <= 2 lines "
+          f"({100 * len(short) / max(1, len(chunks)):.1f}%), "
+          f"{sum(n < 100 for n in nonws)} hold < 100 non-ws chars of text")
     print(f"fallbacks to windows   : {sum(bool(r.fallback_reason) for r in results)} files; "
           f"files with parse errors: {sum(bool(r.error_bytes) for r in results)}")
 

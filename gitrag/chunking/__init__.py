@@ -21,7 +21,7 @@ __all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "langua
 
 # Bump whenever chunk boundaries, names or embedding text change: cached analyses of
 # blobs are keyed by it.
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported
