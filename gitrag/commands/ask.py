@@ -15,23 +15,26 @@ from gitrag.workspace import open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
     from gitrag.daemon import routing
 
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand)  # None: no daemon runs
+    scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
+    # None: no daemon runs
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files)
     if routed is not None:
         response, settings = routed
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None,
-                               expand=expand)
+            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files)
         finally:
             ws.close()
         settings = ws.settings
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
         output.emit_json(response.to_json() | written.to_json())
+    elif response.files is not None:
+        _print_files(response)
     else:
         _print(response, snippets=not written.text)
     return EXIT_OK
@@ -75,9 +78,26 @@ def _print(r: AskResponse, snippets: bool = True) -> None:
             output.out.print("      " + line, markup=False)
         if len(lines) > 8:
             output.out.print(f"      [dim]… {len(lines) - 8} more lines[/]")
+    _print_freshness(r)
+
+
+def _print_freshness(r: AskResponse) -> None:
+    f = r.freshness
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: run `gitrag index`"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
+
+
+def _print_files(r: AskResponse) -> None:
+    """Ranked files, each with its best chunks' lines, symbol and score."""
+    if not r.files:
+        output.out.print("no results")
+    for i, hit in enumerate(r.files or [], 1):
+        more = f"  [dim]({hit.matches} matching chunks)[/]" if hit.matches > 1 else ""
+        output.out.print(f"[bold]{i:>2}. {_printable(hit.path)}[/]  [dim]{hit.score:.4f}[/]{more}")
+        for c in hit.chunks:
+            output.out.print(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  [dim]{c.score:.4f}[/]")
+    _print_freshness(r)
 
 
 def _printable(text: str) -> str:
