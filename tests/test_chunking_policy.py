@@ -148,3 +148,26 @@ def tiny():
 """)
     assert [c.symbol for c in analysis.chunks][-1] == "tiny"
     assert "score" not in analysis.chunks[-1].symbol
+
+
+def test_a_section_comment_joins_a_definition_but_a_main_guard_does_not() -> None:
+    data, analysis = run("sections.py", f"""
+class Parser:
+    def first(self, items):
+{BIG_BODY.replace("    ", "        ", 1).replace(chr(10) + "    ", chr(10) + "        ")}
+        return total
+
+    # -- the parsing methods ---------------------------------------------
+
+    def second(self, items):
+{BIG_BODY.replace("    ", "        ", 1).replace(chr(10) + "    ", chr(10) + "        ")}
+        return total
+
+
+if __name__ == "__main__":
+    Parser().first([])
+""")
+    (section,) = [c for c in analysis.chunks if b"# -- the parsing" in data[c.start_byte : c.end_byte]]
+    assert b"def second" in data[section.start_byte : section.end_byte]  # not a chunk of its own
+    assert section.symbol == "Parser.second"  # the comment introduces what follows
+    assert analysis.chunks[-1].symbol == "<module>" and b"__main__" in data[analysis.chunks[-1].start_byte :]

@@ -195,6 +195,8 @@ def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
     if a.mode == "head":
         return True
     if a.mode == "def" or b.mode == "def":
+        if b.mode == "def" and _loose_remark(a, sizer):
+            return True
         return (a.small_def and b.small_def and a.kind == b.kind
                 and sizer.nonws(a.start, b.end) <= sizer.target // 2
                 and len(a.labels) + len(b.labels) <= MAX_MERGED_LABELS)
@@ -215,6 +217,16 @@ def _common_context(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return a[:n]
+
+
+def _loose_remark(unit: Unit, sizer: Sizer) -> bool:
+    """A small comment before a definition (a section comment like ``# -- parsing
+    methods --`` set off by a blank line): it joins the definition below instead of
+    standing alone as a chunk; the definition keeps its name. Code (a ``__main__``
+    guard) does not, nor does a comment that can join the code below it."""
+    nodes = [part.node for part in unit.parts or (unit,)]
+    return (unit.mode == "free" and not unit.labels and sizer.nonws(unit.start, unit.end) <= TINY_DEF_NONWS
+            and all(node is not None and "comment" in node.type for node in nodes))
 
 
 def _trivial(unit: Unit, sizer: Sizer) -> bool:
