@@ -66,12 +66,16 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
               "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, text, ...")
+@click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
+              help="Leave out paths matching this gitignore-style glob (repeatable), e.g. 'docs/**', '*.md', 'tests/'.")
+@click.option("--files", "files", is_flag=True,
+              help="Rank files instead of chunks: each file with its best chunks (which files to open).")
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
 @JSON
-def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
-        as_json: bool) -> None:
+def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
+        no_answer: bool, expand: int, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     \b
@@ -79,13 +83,14 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
       gitrag ask "how are git hooks installed?"
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
+      gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
     """
     from gitrag.commands.ask import ask as run
 
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
     lang = lang.lower()
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
 
 
 @cli.command()
@@ -118,8 +123,11 @@ def gc(repo: str, as_json: bool) -> None:
                    "rrf is hybrid without the reranker; ripgrep is the semble benchmark's baseline.")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 100), help="Results per question.")
 @click.option("--scope", default=None, help="Only score results under this path prefix (semble files set their own).")
+@click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
+              help="Leave out paths matching this gitignore-style glob (repeatable), in every mode.")
 @JSON
-def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, as_json: bool) -> None:
+def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, exclude: tuple[str, ...],
+          as_json: bool) -> None:
     """Measure retrieval quality on a question set: recall@1/5/10, MRR@10, nDCG@10.
 
     QUESTIONS is a JSONL file like bench/eval/click-8.1.7.jsonl or a semble benchmark
@@ -128,7 +136,7 @@ def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str 
     """
     from gitrag.commands.eval import evaluate
 
-    _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json))
+    _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json, exclude))
 
 
 @cli.command()
@@ -219,6 +227,18 @@ def mcp(repo: str) -> None:
     from gitrag.mcp_server import serve
 
     _exit(lambda: serve(repo))
+
+
+def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:
+    """``--exclude`` values, checked now so a bad glob is a usage error (exit 2)."""
+    if globs:
+        from gitrag.store import SearchFilter
+
+        try:
+            SearchFilter(exclude=globs)
+        except GitragError as exc:
+            raise click.BadParameter(str(exc), param_hint="--exclude") from None
+    return globs
 
 
 def _exit(fn: Callable[[], int]) -> None:

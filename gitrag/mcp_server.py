@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
@@ -111,24 +111,31 @@ class Tools:
                 log.info("warm-up skipped: %s", exc)
 
     # -- tools -------------------------------------------------------------------------
-    def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str) -> dict[str, Any]:
+    def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str,
+                    exclude: Sequence[str] = (), files: bool = False) -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
-        scope = SearchFilter(prefix, language.strip().lower()) if (prefix or language.strip()) else None
-        routed = self._ask_daemon(query, k, mode, prefix, scope.language if scope else "")
+        globs = tuple(exclude)
+        lang = language.strip().lower()
+        SearchFilter(prefix, lang, globs)  # checks the globs before anything is sent
+        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files)
         results, fresh = routed.response.results, routed.response.freshness
         keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
         out = {"query": query, "mode": mode, **fresh_fields(fresh),
                "results": [{key: getattr(r, key) for key in keep} for r in results]}
+        if files:
+            out["files"] = [h.to_json() for h in routed.response.files or []]
         if routed.catching_up:
             out["catching_up"] = routed.catching_up
         return out
 
-    def _ask_daemon(self, query: str, k: int, mode: str, prefix: str, language: str) -> routing.Routed:
+    def _ask_daemon(self, query: str, k: int, mode: str, prefix: str, language: str,
+                    exclude: tuple[str, ...] = (), files: bool = False) -> routing.Routed:
         """Search through the daemon, starting it when none runs. The daemon is the one
         process that opens the store (an embedded shard is open in one process at a time),
         so several MCP servers and CLI commands never lock each other out."""
         for _ in range(3):  # a daemon may stop between our start and our request (idle, `--stop`)
-            routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, language, True)
+            routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, language, True,
+                                 exclude=exclude, files=files)
             if routed is not None:
                 return routed
             launch.ensure_running()
@@ -196,6 +203,11 @@ class Tools:
 _QUERY = "What to find: a question, a description of behaviour, or identifiers."
 _PREFIX = "Only paths starting with this repository-relative prefix, e.g. 'src/net/'."
 _LANGUAGE = "Only this language, e.g. 'python', 'go', 'rust', 'markdown'."
+_EXCLUDE = ("Leave out paths matching these gitignore-style globs, e.g. ['docs/**', '*.md', 'tests/']; "
+            "k results still come back when k others exist.")
+_FILES = ("Also return files: the top k files, best first, each {path, language, score (its best chunk's), "
+          "matches (its chunks among the candidates), chunks: [{start_line, end_line, symbol, kind, score}] "
+          "(its best 3)}: which files to open.")
 _NAME = "A function, method, class or type name, bare or qualified."
 _PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
 _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
@@ -239,7 +251,8 @@ def build_server(tools: Tools) -> MCPServer:
     @server.tool(name="search_code", annotations=_annotations("Search code"), description=(
         "Search the repository's indexed code by meaning and by identifiers (hybrid: embeddings + BM25, "
         "fused by RRF). Returns up to k results, best first: {path, start_line, end_line (1-based, inclusive), "
-        "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}. " + _FRESH))
+        "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}; with files=true "
+        "also files (ranked files with their best chunks). " + _FRESH))
     def search_code(
         query: Annotated[str, Field(description=_QUERY, min_length=1)],
         k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
@@ -248,8 +261,10 @@ def build_server(tools: Tools) -> MCPServer:
                         "(best for exact identifiers).")] = "hybrid",
         path_prefix: Annotated[str, Field(description=_PREFIX)] = "",
         language: Annotated[str, Field(description=_LANGUAGE)] = "",
+        exclude: Annotated[list[str], Field(description=_EXCLUDE)] = [],  # noqa: B006 - never mutated
+        files: Annotated[bool, Field(description=_FILES)] = False,
     ) -> dict[str, Any]:
-        return tools.run(tools.search_code, query, k, mode, path_prefix, language)
+        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files)
 
     @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
         "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "

@@ -13,6 +13,8 @@ from typing import Any
 
 from gitrag import rerank, sparse, symbols
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
+from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
+from gitrag.ranking.pieces import merge_pieces
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
 
@@ -65,14 +67,18 @@ class AskResponse:
     results: list[Result] = field(default_factory=list)
     answer: str | None = None
     mode: str = "hybrid"
+    files: list[FileHit] | None = None  # ranked files (``ask --files``), else None
 
     def to_json(self) -> dict[str, Any]:
         f = self.freshness
-        return {
+        out = {
             "question": self.question, "branch": f.branch, "commit": f.commit, "head": f.head,
             "up_to_date": f.up_to_date, "worktree_changes": f.worktree_changes,
             "results": [r.to_json() for r in self.results], "answer": self.answer, "mode": self.mode,
         }
+        if self.files is not None:
+            out["files"] = [h.to_json() for h in self.files]
+        return out
 
 
 def freshness(ws: Workspace) -> Freshness:
@@ -83,7 +89,7 @@ def freshness(ws: Workspace) -> Freshness:
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    snippets: bool = True, rerank_results: bool = True, expand: int = 0,
+    snippets: bool = True, rerank_results: bool = True, expand: int = 0, merge: bool = True,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
@@ -92,6 +98,9 @@ def search(
     gitrag.rerank) unless ``rerank_results`` is False. ``expand`` > 0 appends, after the
     ``k`` results, the definitions the top results call or inherit from, up to that many
     hops away, scored ``parent score * 0.5 ** hops`` (``expanded_from`` names the parent).
+    ``merge``: touching pieces of one definition become one result (gitrag.ranking.pieces)
+    before the top ``k`` are taken. ``scope.exclude`` globs are resolved against the
+    branch's manifest here, so the store leaves those paths out of the query itself.
     Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -105,6 +114,8 @@ def search(
             f"branch {name!r} was indexed with embedder {branch.fingerprint}, but {ws.embedder.fingerprint} is "
             f"configured; run `gitrag index --rebuild` to re-embed, or switch the embedder back"
         )
+    if scope is not None and scope.exclude:
+        scope = scope.resolve(ws.state.files(branch.name))
     dense = ws.embedder.embed_query(question) if mode in ("hybrid", "dense") else None
     terms = sparse.query_vector(question) if mode in ("hybrid", "sparse") else None
     if terms is not None and not terms.indices and dense is None:
@@ -112,11 +123,13 @@ def search(
     if terms is not None and not terms.indices:
         terms = None
     rerank_results = rerank_results and mode == "hybrid"
-    limit = max(k, CANDIDATES) if rerank_results else k
+    limit = max(k, CANDIDATES) if rerank_results else (2 * k if merge else k)  # merging frees places
     hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, prefetch=max(PREFETCH, k), scope=scope)
     results = [_result(h) for h in hits]
     if rerank_results:
         results = _rerank(ws, branch.name, question, results, scope)
+    if merge:
+        results = merge_pieces(results)
     results = results[:k]
     if expand > 0:
         results += _expansions(ws, branch.name, results, expand, scope)
@@ -201,7 +214,7 @@ def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, sc
 
 
 def _in_scope(d: symbols.Definition, scope: SearchFilter) -> bool:
-    return d.path.startswith(scope.path_prefix) and (not scope.language or d.language == scope.language)
+    return scope.admits(d.path, d.language)
 
 
 def _chunks_at(ws: Workspace, branch: str, d: symbols.Definition) -> list[Result]:
@@ -222,8 +235,20 @@ def read_snippet(ws: Workspace, result: Result) -> str:
 
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    expand: int = 0,
+    expand: int = 0, files: bool = False,
 ) -> AskResponse:
-    """Search and wrap the results with their freshness; ``answer`` is filled by the caller."""
-    results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
-    return AskResponse(question, freshness(ws), results, None, mode)
+    """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
+
+    ``files``: also rank the top ``k`` files (gitrag.file_results) from ``k`` x
+    CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks."""
+    if not files:
+        results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
+        return AskResponse(question, freshness(ws), results, None, mode)
+    chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, CANDIDATES), mode=mode, scope=scope,
+                    snippets=False)
+    results = chunks[:k]
+    if expand > 0:
+        results += _expansions(ws, ws.repo.branch(), results, expand, scope)
+    for r in results:
+        r.snippet = read_snippet(ws, r)
+    return AskResponse(question, freshness(ws), results, None, mode, rank_files(chunks, k))

@@ -107,3 +107,67 @@ def test_crlf_files_chunk_and_normalise() -> None:
     analysis = analyze("w.py", data, count_tokens=COUNT)
     assert b"".join(data[c.start_byte : c.end_byte] for c in analysis.chunks) == data
     assert all("\r" not in c.text and "\n\n\n" not in c.text for c in analysis.chunks)
+
+
+LOOP_BODY = "\n".join(f"        total += weight_{i} * measure(item, scale={i})" for i in range(40))
+
+
+def test_loop_header_and_tail_join_the_pieces_of_the_split_body() -> None:
+    # the loop is too big for one chunk, so it is split into its header line and its body's
+    # statements; the one-line pieces (``total = 0``, ``for item in items:``, ``return``)
+    # must join their neighbours rather than stand alone (attrs' ``for a in attrs:``)
+    data, analysis = run("loop.py", f"""
+def score(items):
+    total = 0
+    for item in items:
+{LOOP_BODY}
+        total -= 1
+    return total
+""")
+    assert len(analysis.chunks) >= 2
+    assert {c.symbol for c in analysis.chunks} == {"score"}
+    for chunk in analysis.chunks:
+        assert chunk.end_line - chunk.start_line >= 4, chunk
+    first = data[analysis.chunks[0].start_byte : analysis.chunks[0].end_byte]
+    assert b"for item in items:" in first and b"weight_0" in first
+    last = analysis.chunks[-1]
+    assert b"return total" in data[last.start_byte : last.end_byte]
+    assert last.context.startswith("def score")  # not inside the loop any more
+
+
+def test_fragments_of_a_function_never_join_the_next_definition() -> None:
+    _, analysis = run("two.py", f"""
+def score(items):
+    total = 0
+    for item in items:
+{LOOP_BODY}
+    return total
+
+def tiny():
+    return 1
+""")
+    assert [c.symbol for c in analysis.chunks][-1] == "tiny"
+    assert "score" not in analysis.chunks[-1].symbol
+
+
+def test_a_section_comment_joins_a_definition_but_a_main_guard_does_not() -> None:
+    data, analysis = run("sections.py", f"""
+class Parser:
+    def first(self, items):
+{BIG_BODY.replace("    ", "        ", 1).replace(chr(10) + "    ", chr(10) + "        ")}
+        return total
+
+    # -- the parsing methods ---------------------------------------------
+
+    def second(self, items):
+{BIG_BODY.replace("    ", "        ", 1).replace(chr(10) + "    ", chr(10) + "        ")}
+        return total
+
+
+if __name__ == "__main__":
+    Parser().first([])
+""")
+    (section,) = [c for c in analysis.chunks if b"# -- the parsing" in data[c.start_byte : c.end_byte]]
+    assert b"def second" in data[section.start_byte : section.end_byte]  # not a chunk of its own
+    assert section.symbol == "Parser.second"  # the comment introduces what follows
+    assert analysis.chunks[-1].symbol == "<module>" and b"__main__" in data[analysis.chunks[-1].start_byte :]

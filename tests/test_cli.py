@@ -130,3 +130,38 @@ def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> No
     gitrag("index", cwd=repo.path)
     out = gitrag("ask", "newline_named", "-k", "1", cwd=repo.path).stdout
     assert "we\\nird.py:1-2" in out.splitlines()[0]
+
+
+def test_ask_exclude_and_files(project: Repo) -> None:
+    project.write("docs/hooks.md", "# Hooks\n\nThe post-commit hook is written by install_hooks.\n")
+    project.commit("docs")
+    gitrag("index", cwd=project.path)
+    plain = json.loads(gitrag("ask", "post-commit hook", "--json", "--mode", "sparse", cwd=project.path).stdout)
+    assert "docs/hooks.md" in {r["path"] for r in plain["results"]} and "files" not in plain
+    asked = gitrag("ask", "post-commit hook", "--json", "--mode", "sparse", "--exclude", "docs/**",
+                   "--exclude", "*.txt", "--files", "-k", "2", cwd=project.path)
+    assert asked.returncode == 0, asked.stderr
+    data = json.loads(asked.stdout)
+    paths = {r["path"] for r in data["results"]} | {f["path"] for f in data["files"]}
+    assert "docs/hooks.md" not in paths and not any(p.endswith(".txt") for p in paths)
+    assert data["files"][0]["path"] == "hooks/install.py" and len(data["files"]) <= 2
+    assert set(data["files"][0]) == {"path", "language", "score", "matches", "chunks"}
+    human = gitrag("ask", "post-commit hook", "--files", "--no-answer", "--exclude", "docs/", cwd=project.path)
+    assert " 1. hooks/install.py" in human.stdout and "1-3  install_hooks" in human.stdout
+    bad = gitrag("ask", "hook", "--exclude", "", cwd=project.path)
+    assert bad.returncode == 2 and "--exclude" in bad.stderr
+
+
+
+def test_eval_exclude_applies_to_every_mode(project: Repo, tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "kind": "concept", "query": "post-commit hook install",
+                                     "targets": [{"path": "hooks/install.py", "symbol": "install_hooks",
+                                                  "start_line": 1, "end_line": 3}]}) + "\n")
+    runs = {}
+    for extra in ((), ("--exclude", "hooks/")):
+        proc = gitrag("eval", str(questions), "--mode", "sparse", "--mode", "grep", "--json", *extra, cwd=project.path)
+        assert proc.returncode == 0, proc.stderr
+        runs[extra] = {m: v["overall"]["recall@10"] for m, v in json.loads(proc.stdout)["modes"].items()}
+    assert runs[()] == {"sparse": 1.0, "grep": 1.0}
+    assert runs[("--exclude", "hooks/")] == {"sparse": 0.0, "grep": 0.0}

@@ -202,6 +202,29 @@ def test_errors_cross_the_socket_as_data(repo: Repo, daemon: subprocess.Popen[by
     assert client.request("ping")["pid"] == daemon.pid  # still serving
 
 
+def test_ask_exclude_and_files_through_the_socket(repo: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    repo.write("billing.py", "def invoice_total(items):\n    return sum(i.price for i in items)\n")
+    repo.write("docs/billing.md", "# Invoice total\n\nThe invoice total sums the item prices.\n")
+    repo.commit("code and docs")
+    gitrag("index", "--repo", str(repo.path))
+    args = {"repo": str(repo.path), "question": "invoice total", "mode": "sparse"}
+    plain = client.request("ask", **args)
+    assert "docs/billing.md" in {r["path"] for r in plain["results"]} and "files" not in plain
+    data = client.request("ask", **args, exclude=["docs/**"], files=True)
+    assert [r["path"] for r in data["results"]] == ["billing.py"]
+    assert [f["path"] for f in data["files"]] == ["billing.py"] and data["files"][0]["chunks"]
+    # the CLI through the daemon rebuilds the files from the reply
+    cli = gitrag_json("ask", "invoice total", "--repo", str(repo.path), "--mode", "sparse", "--files",
+                      "--exclude", "*.md", "--no-answer")
+    assert cli["files"] == data["files"]
+    for bad in ("docs/**", [1], [""]):
+        with pytest.raises(client.CommandError) as info:
+            client.request("ask", **args, exclude=bad)
+        assert info.value.kind == "ConfigError" and "exclude" in str(info.value)
+    with pytest.raises(client.CommandError, match="files must be"):
+        client.request("ask", **args, files="yes")
+
+
 class _Handler:
     async def cmd_echo(self, **args: Any) -> Any:
         return args

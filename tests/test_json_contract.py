@@ -112,6 +112,7 @@ def outputs(project: Repo, tmp_path: Path, daemon_start: Any) -> dict[str, list[
     project.commit("more")
     out["index"].append(run_json("index", cwd=cwd))
     out["ask"].append(run_json("ask", "more", cwd=cwd))
+    out["ask"].append(run_json("ask", "send_message retries", "--files", "--exclude", "docs/**", cwd=cwd))
     out["status"].append(run_json("status", cwd=cwd))
     out["gc"].append(run_json("gc", cwd=cwd))
     return out

@@ -142,7 +142,8 @@ def test_tools_are_listed_with_usable_schemas(indexed: Repo, tmp_path: Path) -> 
             assert t.annotations is not None and t.annotations.read_only_hint is True
         search = tools["search_code"].input_schema
         assert search["required"] == ["query"]
-        assert set(search["properties"]) == {"query", "k", "mode", "path_prefix", "language"}
+        assert set(search["properties"]) == {"query", "k", "mode", "path_prefix", "language", "exclude", "files"}
+        assert search["properties"]["exclude"]["type"] == "array" and search["properties"]["files"]["type"] == "boolean"
         assert search["properties"]["mode"]["enum"] == ["hybrid", "dense", "sparse"]
         assert search["properties"]["k"]["maximum"] == 50 and search["properties"]["k"]["default"] == 10
         assert all(p.get("description") for p in search["properties"].values())
@@ -170,6 +171,15 @@ def test_search_and_status(indexed: Repo, tmp_path: Path) -> None:
         assert set(top) == {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet"}
         scoped = await _ok(s, "search_code", query="greet", path_prefix="app/greeter", mode="sparse")
         assert scoped["results"] and {r["path"] for r in scoped["results"]} == {"app/greeter.py"}
+        kept = await _ok(s, "search_code", query="greet shout text", mode="sparse", k=5, exclude=["app/greeter.py"])
+        assert kept["results"] and "app/greeter.py" not in {r["path"] for r in kept["results"]}
+        assert "files" not in kept
+        ranked = await _ok(s, "search_code", query="greet shout text", mode="sparse", k=2, files=True)
+        assert 1 <= len(ranked["files"]) <= 2 and ranked["files"][0]["score"] == ranked["results"][0]["score"]
+        assert set(ranked["files"][0]) == {"path", "language", "score", "matches", "chunks"}
+        assert ranked["files"][0]["chunks"][0]["start_line"] >= 1
+        bad = await _gitrag_error(s, "search_code", query="greet", exclude=[""])
+        assert "invalid exclude glob" in bad
 
     _drive(indexed.path, tmp_path, body)
 

@@ -121,3 +121,87 @@ def test_expand_appends_the_definitions_top_results_depend_on(indexed: Repo) -> 
     assert [(r.path, r.symbol) for r in extra] == [("net/retry.py", "backoff_delay")]
     assert extra[0].expanded_from.startswith("net/client.py:") and extra[0].score < plain[0].score
     assert "def backoff_delay" in extra[0].snippet
+
+
+# -- --exclude, merged pieces, ranked files ------------------------------------------------
+
+
+@pytest.fixture
+def docs_heavy(repo: Repo) -> Repo:
+    """Twelve Markdown pages that match "retry backoff" better than any of six Python files."""
+    for i in range(12):
+        repo.write(f"docs/page{i}.md", f"# Retry backoff {i}\n\nRetry backoff retry backoff: the retry backoff doubles.\n")
+    for i in range(6):
+        repo.write(f"src/mod{i}.py", f"def step_{i}(attempt):\n    \"\"\"One retry.\"\"\"\n    return attempt + {i}\n")
+    repo.write("src/notes.txt", "retry backoff notes\n")
+    repo.commit("docs and code")
+    index(repo.path)
+    return repo
+
+
+def test_exclude_leaves_paths_out_and_still_fills_k(docs_heavy: Repo) -> None:
+    ws = open_workspace(docs_heavy.path)
+    try:
+        for mode in ("hybrid", "dense", "sparse"):
+            plain = search(ws, "retry backoff", k=7, mode=mode)
+            if mode != "dense":  # the hash embedder's dense side knows no words
+                assert any(r.path.endswith(".md") for r in plain), mode
+            got = search(ws, "retry backoff", k=7, mode=mode, scope=SearchFilter(exclude=("*.md",)))
+            assert len(got) == 7, mode  # the 6 Python files and the text file: all 7 others
+            assert {r.path for r in got} == {f"src/mod{i}.py" for i in range(6)} | {"src/notes.txt"}
+            two = search(ws, "retry backoff", k=10, mode=mode,
+                         scope=SearchFilter(path_prefix="src/", exclude=("docs/**", "*.txt", "src/mod0.py")))
+            assert {r.path for r in two} == {f"src/mod{i}.py" for i in range(1, 6)}, mode
+    finally:
+        ws.close()
+
+
+def test_exclude_applies_to_the_definitions_fused_into_the_ranking(indexed: Repo) -> None:
+    ws = open_workspace(indexed.path)
+    try:
+        top = search(ws, "where is _unpack_args defined", k=5)
+        assert top[0].path == "net/client.py"
+        got = search(ws, "where is _unpack_args defined", k=5, scope=SearchFilter(exclude=("net/client.py",)))
+        assert got and all(r.path != "net/client.py" for r in got)
+    finally:
+        ws.close()
+
+
+LONG_BODY = "\n".join(f"    total += retry_weight_{i} * backoff_factor(attempt, {i})" for i in range(60))
+
+
+def test_pieces_of_one_definition_come_back_as_one_result(repo: Repo) -> None:
+    source = f"def long_backoff(attempt):\n    total = 0\n{LONG_BODY}\n    return total\n"
+    repo.write("net/long.py", source)
+    repo.write("net/other.py", "def unrelated():\n    return 0\n")
+    repo.commit("a long function")
+    index(repo.path)
+    ws = open_workspace(repo.path)
+    try:
+        pieces = search(ws, "retry_weight backoff_factor", k=10, mode="sparse", merge=False)
+        merged = search(ws, "retry_weight backoff_factor", k=10, mode="sparse")
+    finally:
+        ws.close()
+    assert len([r for r in pieces if r.path == "net/long.py"]) >= 2  # the function was cut into pieces
+    (one,) = [r for r in merged if r.path == "net/long.py"]
+    assert (one.start_line, one.end_line) == (1, source.count("\n"))
+    assert one.score == max(r.score for r in pieces)
+    assert one.snippet == source
+
+
+def test_ask_files_ranks_files_with_their_best_chunks(indexed: Repo) -> None:
+    ws = open_workspace(indexed.path)
+    try:
+        r = ask(ws, "retry backoff delay request", k=2, mode="sparse", files=True)
+        plain = ask(ws, "retry backoff delay request", k=2, mode="sparse")
+    finally:
+        ws.close()
+    assert r.files is not None and len(r.files) == 2
+    assert [x.path for x in r.results] == [x.path for x in plain.results]  # results unchanged
+    data = r.to_json()
+    assert "files" not in plain.to_json()
+    first = data["files"][0]
+    assert set(first) == {"path", "language", "score", "matches", "chunks"}
+    assert first["score"] == first["chunks"][0]["score"] >= data["files"][1]["score"]
+    assert set(first["chunks"][0]) == {"start_line", "end_line", "symbol", "kind", "score"}
+    assert {f["path"] for f in data["files"]} <= {"net/retry.py", "net/client.py", "docs/guide.md"}

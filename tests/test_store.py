@@ -279,6 +279,60 @@ def test_filtered_hybrid_ranks_within_the_scope(corpus: Store) -> None:
     assert [h.score for h in hits] == pytest.approx([expected["c"], expected["e"]], rel=1e-5)
 
 
+ALL_PATHS = [p.payload["path"] for p in CORPUS]
+
+
+@pytest.mark.parametrize(
+    ("exclude", "prefix", "expected"),
+    [
+        (("*.go",), "", ["a", "b", "d"]),
+        (("docs/**",), "", ["a", "b", "c", "e"]),
+        (("src/click/",), "", ["a", "c", "d", "e"]),  # a folder pattern leaves out what is under it
+        (("*.md", "src/a.py"), "src/", ["b", "e"]),  # with a prefix: both rules hold
+        (("**/*.py",), "src/", ["e"]),
+        (("nothing/**",), "", list("abcde")),
+    ],
+)
+def test_exclude_globs_leave_paths_out_in_every_mode(corpus: Store, exclude: tuple[str, ...], prefix: str,
+                                                     expected: list[str]) -> None:
+    scope = SearchFilter(path_prefix=prefix, exclude=exclude).resolve(ALL_PATHS)
+    dense = corpus.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope)
+    assert labels(dense) == expected
+    sparse = corpus.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    assert sorted(labels(sparse)) == expected
+    hybrid = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    assert sorted(labels(hybrid)) == expected
+
+
+def test_exclusion_still_fills_k_from_the_rest(store: Store) -> None:
+    """Excluded points take no rank: the best admitted points fill all ``k`` places even
+    when every best-scoring point is excluded (a post-filter would return fewer)."""
+    docs = [point(f"doc{i}", unit(1, 0.01 * i), {7: 3.0}, path=f"docs/p{i}.md", language="markdown")
+            for i in range(30)]
+    code = [point(f"code{i}", unit(0.2, 1, 0.01 * i), {7: 1.0}, path=f"src/m{i}.py") for i in range(12)]
+    store.create_collection(COLL, DIM)
+    store.upsert(COLL, docs + code)
+    scope = SearchFilter(exclude=("docs/**",)).resolve(p.payload["path"] for p in docs + code)
+    assert len(scope.excluded_paths) == 30
+    for dense, sparse in ((unit(1), None), (None, SparseVec([7], [1.0])), (unit(1), SparseVec([7], [1.0]))):
+        hits = store.search(COLL, dense=dense, sparse=sparse, limit=10, prefetch=10, scope=scope)
+        assert len(hits) == 10
+        assert all(h.payload["path"].startswith("src/") for h in hits)
+
+
+def test_exclude_globs_are_checked_when_the_filter_is_made() -> None:
+    from gitrag.errors import ConfigError
+
+    for bad in ("", "   ", "a\nb"):
+        with pytest.raises(ConfigError):
+            SearchFilter(exclude=(bad,))
+    scope = SearchFilter(path_prefix="src/", exclude=("*.md", "tests/"))
+    assert scope.admits("src/a.py", "python")
+    assert not scope.admits("src/README.md", "markdown")
+    assert not scope.admits("src/tests/test_a.py", "python")
+    assert not scope.admits("lib/a.py", "python")
+
+
 # -- both backends agree ----------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ __all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "conten
 
 # Bump whenever chunk boundaries, names, embedding text or which chunks are embeddable
 # change: cached analyses of blobs are keyed by it.
-CHUNKER_VERSION = "5"  # 4: per-language grammar wheels; 5: content-free chunks not embeddable
+CHUNKER_VERSION = "6"  # 4: grammar wheels; 5: content-free chunks not embeddable; 6: cAST merge of nested pieces
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported

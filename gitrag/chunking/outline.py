@@ -34,6 +34,7 @@ class Frame:
     labels: tuple[Label, ...]  # labels of non-definition pieces when not classifying
     fallback: str
     error: bool = False
+    owner: int = 0  # the scope the pieces belong to (see ``Unit.owner``)
 
 
 class Outline:
@@ -49,7 +50,7 @@ class Outline:
         if not kids:
             return [base]
         frame = Frame(0, (), (), True, "", "function", "module", (), "<module>",
-                      root.type == "ERROR")
+                      root.type == "ERROR", owner=0)
         return self._split(base, kids, frame, header=None)
 
     def expand(self, unit: Unit) -> list[Unit]:
@@ -71,14 +72,16 @@ class Outline:
     def _container(self, unit: Unit, info: DefInfo) -> list[Unit]:
         sig = signature(info, self.data)
         kind = "module" if info.kind == "module" else "class"
-        frame = Frame(self._new_group(), unit.context + (sig,), unit.context, True, unit.prefix,
-                      info.member_kind, kind, (), info.name)
+        group = self._new_group()
+        frame = Frame(group, unit.context + (sig,), unit.context, True, unit.prefix,
+                      info.member_kind, kind, (), info.name, owner=group)
         return self._split(unit, info.body.named_children, frame, header=((info.name, True),))
 
     def _fragments(self, unit: Unit, info: DefInfo, kids: list[Node]) -> list[Unit]:
         sig = signature(info, self.data)
-        frame = Frame(self._new_group(), unit.context + (sig,), unit.context, False, unit.prefix,
-                      unit.member_kind, unit.kind, unit.labels, unit.fallback)
+        group = self._new_group()  # the definition's fragments are one scope
+        frame = Frame(group, unit.context + (sig,), unit.context, False, unit.prefix,
+                      unit.member_kind, unit.kind, unit.labels, unit.fallback, owner=group)
         return self._split(unit, kids, frame, header=None)
 
     def _generic(self, unit: Unit) -> list[Unit]:
@@ -89,7 +92,7 @@ class Outline:
         fallback = unit.symbol if len(unit.labels) <= 2 else unit.fallback
         frame = Frame(self._new_group(), context, unit.context, unit.named_defs, unit.prefix,
                       unit.member_kind, "error" if error else unit.kind, unit.labels,
-                      fallback, error)
+                      fallback, error, owner=unit.owner)
         return self._split(unit, _kids(node), frame, header=None)
 
     def _first_line(self, node: Node) -> str:
@@ -118,7 +121,7 @@ class Outline:
         offset = len(bounds) - 1 - len(kept)  # 1 when a header piece leads
         if offset:
             units.append(Unit(bounds[0], bounds[1], frame.kind, header or (), frame.fallback,
-                              frame.first_context, frame.group, "head"))
+                              frame.first_context, frame.group, "head", owner=frame.owner))
         for i, (span, info) in enumerate(kept):
             start, end = bounds[i + offset], bounds[i + offset + 1]
             context = frame.first_context if start == parent.start else frame.context
@@ -167,7 +170,8 @@ class Outline:
                              if n not in names)
             labels = tuple((n, False) for n in names[:8])
         return Unit(start, end, "error" if error else frame.kind, labels, frame.fallback, context,
-                    frame.group, "error" if error else "free", node=main, prefix=frame.prefix,
+                    frame.group, "error" if error else "free", node=main, owner=frame.owner,
+                    prefix=frame.prefix,
                     member_kind=frame.member_kind, named_defs=frame.classify)
 
     def _def_unit(self, start: int, end: int, main: Node, info: DefInfo, frame: Frame,
@@ -177,11 +181,12 @@ class Outline:
             body = info.body if info.body is not None else main
             names = node_labels(body, self.spec, self.data, frame.prefix)
             return Unit(start, end, "module", tuple((n, False) for n in names), info.name, context,
-                        frame.group, "free", node=main, info=info, prefix=frame.prefix,
+                        frame.group, "free", node=main, owner=frame.owner, info=info,
+                        prefix=frame.prefix,
                         member_kind=frame.member_kind)
         small = self.sizer.nonws(start, end) <= TINY_DEF_NONWS
         return Unit(start, end, kind, ((info.name, True),), info.name, context, frame.group, "def",
-                    node=main, info=info, prefix=info.members or frame.prefix,
+                    node=main, owner=frame.owner, info=info, prefix=info.members or frame.prefix,
                     member_kind=info.member_kind, named_defs=info.members is not None,
                     small_def=small)
 

@@ -35,7 +35,10 @@ class Unit:
 
     ``mode`` decides merging: ``def`` (a definition), ``free`` (module code, fragments),
     ``head`` (a container's header: joins whatever follows), ``error`` (parser-rejected
-    code), ``fixed`` (text windows, never merged).
+    code), ``fixed`` (text windows, never merged). ``group`` numbers the split that made
+    the unit (siblings share it); ``owner`` the scope it belongs to (the module, a class
+    body, one definition's fragments), shared by the pieces of nested splits inside that
+    scope, so a fragment can join its neighbour from a deeper or shallower split.
     """
 
     start: int
@@ -47,6 +50,7 @@ class Unit:
     group: int
     mode: str
     node: Any = None
+    owner: int = 0
     info: Any = None
     prefix: str = ""
     member_kind: str = "function"
@@ -180,7 +184,9 @@ def _greedy(units: list[Unit], sizer: Sizer, exact: bool) -> list[Unit]:
 
 
 def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
-    if "fixed" in (a.mode, b.mode) or (a.group != b.group and a.mode != "head"):
+    if "fixed" in (a.mode, b.mode):
+        return False
+    if a.group != b.group and a.mode != "head" and not _same_scope(a, b):
         return False
     if sizer.nonws(a.start, b.end) > sizer.target:
         return False
@@ -189,10 +195,38 @@ def _mergeable(a: Unit, b: Unit, sizer: Sizer) -> bool:
     if a.mode == "head":
         return True
     if a.mode == "def" or b.mode == "def":
+        if b.mode == "def" and _loose_remark(a, sizer):
+            return True
         return (a.small_def and b.small_def and a.kind == b.kind
                 and sizer.nonws(a.start, b.end) <= sizer.target // 2
                 and len(a.labels) + len(b.labels) <= MAX_MERGED_LABELS)
     return a.mode == b.mode
+
+
+def _same_scope(a: Unit, b: Unit) -> bool:
+    """Pieces of nested splits inside one scope (``for a in attrs:`` and the first
+    statements of its body; the last piece of a loop and the statement after it): as in
+    cAST, such siblings-of-siblings merge greedily up to the budget instead of standing
+    alone as one-line chunks. Definitions never cross a split this way."""
+    return a.owner == b.owner and a.mode == b.mode and a.mode in ("free", "error")
+
+
+def _common_context(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """The longest shared prefix: the context that encloses both pieces."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _loose_remark(unit: Unit, sizer: Sizer) -> bool:
+    """A small comment before a definition (a section comment like ``# -- parsing
+    methods --`` set off by a blank line): it joins the definition below instead of
+    standing alone as a chunk; the definition keeps its name. Code (a ``__main__``
+    guard) does not, nor does a comment that can join the code below it."""
+    nodes = [part.node for part in unit.parts or (unit,)]
+    return (unit.mode == "free" and not unit.labels and sizer.nonws(unit.start, unit.end) <= TINY_DEF_NONWS
+            and all(node is not None and "comment" in node.type for node in nodes))
 
 
 def _trivial(unit: Unit, sizer: Sizer) -> bool:
@@ -212,6 +246,7 @@ def _join(a: Unit, b: Unit, sizer: Sizer, exact: bool) -> Unit | None:
         node=None, info=None, small_def=a.small_def and b.small_def,
         parts=(a.parts or (a,)) + (b.parts or (b,)),
         fallback=a.fallback if a.labels or not b.labels else b.fallback,
+        context=a.context if a.group == b.group else _common_context(a.context, b.context),
     )
     if exact:
         return joined if sizer.fits(joined) else None

@@ -15,21 +15,22 @@ from gitrag.workspace import open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
     from gitrag.daemon import routing
 
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand)  # None: no daemon runs
+    scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
+    # None: no daemon runs
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files)
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=SearchFilter(path, lang) if (path or lang) else None,
-                               expand=expand)
+            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files)
         except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
-            again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand) \
-                if routing.held_elsewhere(exc) else None
+            again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
+                                files=files) if routing.held_elsewhere(exc) else None
             if again is None:
                 raise
             response, _, catching_up = again
@@ -40,6 +41,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     if as_json:
         extra = {"catching_up": catching_up}
         output.emit_json(response.to_json() | written.to_json() | extra)
+    elif response.files is not None:
+        _print_files(response, catching_up)
     else:
         _print(response, snippets=not written.text, catching_up=catching_up)
     return EXIT_OK
@@ -83,10 +86,27 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
             output.out.print("      " + line, markup=False)
         if len(lines) > 8:
             output.out.print(f"      [dim]… {len(lines) - 8} more lines[/]")
+    _print_freshness(r, catching_up)
+
+
+def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
+    f = r.freshness
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
+
+
+def _print_files(r: AskResponse, catching_up: str | None = None) -> None:
+    """Ranked files, each with its best chunks' lines, symbol and score."""
+    if not r.files:
+        output.out.print("no results")
+    for i, hit in enumerate(r.files or [], 1):
+        more = f"  [dim]({hit.matches} matching chunks)[/]" if hit.matches > 1 else ""
+        output.out.print(f"[bold]{i:>2}. {_printable(hit.path)}[/]  [dim]{hit.score:.4f}[/]{more}")
+        for c in hit.chunks:
+            output.out.print(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  [dim]{c.score:.4f}[/]")
+    _print_freshness(r, catching_up)
 
 
 def _printable(text: str) -> str:

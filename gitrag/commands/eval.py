@@ -6,7 +6,7 @@ from typing import Any
 from gitrag import output
 from gitrag.errors import EXIT_OK
 from gitrag.evaluation import load_dataset, run_dataset
-from gitrag.evaluation.grep import GrepBaseline
+from gitrag.evaluation.grep import GrepBaseline, head_files
 from gitrag.evaluation.report import print_report
 from gitrag.indexer import Indexer
 from gitrag.retrieval import search
@@ -18,8 +18,10 @@ ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: hybrid fusion witho
 DEFAULT_MODES = (*INDEX_MODES, "grep")
 
 
-def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool) -> int:
+def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool,
+             exclude: Sequence[str] = ()) -> int:
     data = load_dataset(questions)
+    excluded = SearchFilter(exclude=tuple(exclude)) if exclude else None  # checks the globs first
     scope = data.scope if scope is None else scope
     ws = open_workspace(repo)
     try:
@@ -27,7 +29,7 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
             summary = Indexer(ws, progress).sync()
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
-        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope), k, scope)
+        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, excluded), k, scope)
     finally:
         ws.close()
     if as_json:
@@ -39,8 +41,12 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
     return EXIT_OK
 
 
-def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -> dict[str, Callable[[str], Any]]:
-    flt = SearchFilter(path_prefix=scope) if scope else None
+def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None,
+               excluded: SearchFilter | None = None) -> dict[str, Callable[[str], Any]]:
+    """One search function per mode; ``excluded`` (its ``exclude`` globs) applies to all,
+    in the store query for gitrag's modes, on the file set for the grep baselines."""
+    globs = excluded.exclude if excluded else ()
+    flt = SearchFilter(path_prefix=scope or "", exclude=globs) if (scope or globs) else None
     searchers: dict[str, Callable[[str], Any]] = {}
     for mode in dict.fromkeys(modes):
         if mode in INDEX_MODES:
@@ -48,7 +54,8 @@ def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -
         elif mode == "rrf":
             searchers[mode] = lambda q: search(ws, q, k=k, mode="hybrid", scope=flt, snippets=False, rerank_results=False)
     if "grep" in modes or "ripgrep" in modes:
-        grep = GrepBaseline.from_repo(ws.repo.root, scope or None)
+        files = head_files(ws.repo.root, scope or None)
+        grep = GrepBaseline((p, t) for p, t in files if not (excluded and excluded.excludes(p)))
         if "grep" in modes:
             searchers["grep"] = lambda q: grep.search(q, k)
         if "ripgrep" in modes:

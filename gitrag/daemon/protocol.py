@@ -165,6 +165,8 @@ ARGS: dict[str, Arg] = {
     "hook": Arg(str, max_len=64),
     "args": Arg(list, max_len=64, items=str),
     "time": Arg((int, float)),
+    "exclude": Arg(list, max_len=256, items=str),
+    "files": Arg(bool),
 }
 
 

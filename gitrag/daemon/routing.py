@@ -51,15 +51,21 @@ class Routed(NamedTuple):
 
 
 def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool,
-        expand: int = 0) -> Routed | None:
-    """The daemon's answer (:class:`Routed`), or None when no daemon runs. Raises
-    CommandError (the daemon's error, e.g. NotIndexed, SettingsMismatch), Timeout,
-    UntrustedSocket, NotARepository."""
+        expand: int = 0, *, exclude: tuple[str, ...] = (), files: bool = False) -> Routed | None:
+    """The daemon's answer (:class:`Routed`), or None when no daemon runs. ``exclude``
+    (globs) and ``files`` are sent only when set, so an older daemon still answers plain
+    asks. Raises CommandError (the daemon's error, e.g. NotIndexed, SettingsMismatch),
+    Timeout, UntrustedSocket, NotARepository."""
     from gitrag import config
     from gitrag.gitrepo import GitRepo
 
+    extra: dict[str, Any] = {}
+    if exclude:
+        extra["exclude"] = list(exclude)
+    if files:
+        extra["files"] = True
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
-                    path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo))
+                    path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo), **extra)
     if data is None:
         return None
     return Routed(response_from_json(data), config.load_settings(GitRepo(repo).workdir), data.get("catching_up"))
@@ -84,9 +90,11 @@ def response_from_json(data: dict[str, Any]) -> Any:
     """An AskResponse rebuilt from its ``to_json()`` (unknown result fields ignored)."""
     from dataclasses import fields
 
+    from gitrag.file_results import FileHit
     from gitrag.retrieval import AskResponse, Freshness, Result
 
     names = {f.name for f in fields(Result)}
     results = [Result(**{k: v for k, v in r.items() if k in names}) for r in data.get("results", [])]
     fresh = Freshness(data["branch"], data.get("commit"), data.get("head"), int(data.get("worktree_changes", 0)))
-    return AskResponse(data["question"], fresh, results, data.get("answer"), data.get("mode", "hybrid"))
+    files = [FileHit.from_json(f) for f in data["files"]] if isinstance(data.get("files"), list) else None
+    return AskResponse(data["question"], fresh, results, data.get("answer"), data.get("mode", "hybrid"), files)

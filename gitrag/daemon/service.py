@@ -22,7 +22,7 @@ from gitrag import __version__, config
 from gitrag.daemon import registry
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
-from gitrag.errors import GitragError
+from gitrag.errors import ConfigError, GitragError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace, open_workspace
 
@@ -113,20 +113,26 @@ class Service:
 
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
                       lang: str = "", no_answer: bool = False, expand: int = 0,
-                      settings: dict[str, Any] | None = None) -> dict[str, Any]:
+                      settings: dict[str, Any] | None = None, exclude: Any = None,
+                      files: Any = False) -> dict[str, Any]:
         """The contract's ask JSON, answered from the warm embedder and store; with
         ``catching_up`` (one phrase) when the index is behind and the daemon is on it.
-        Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now)."""
+        ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
+        Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now),
+        ConfigError for an ``exclude`` that is not a list of non-empty strings."""
         from gitrag.errors import NotIndexed
         from gitrag.retrieval import ask
         from gitrag.store import SearchFilter
 
+        globs = _globs(exclude)
+        if not isinstance(files, bool):
+            raise ConfigError(f"files must be true or false, not {files!r}")
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
-        scope = SearchFilter(path, lang) if (path or lang) else None
+        scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         try:
             data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand).to_json())
+                                                 expand=expand, files=files).to_json())
         except NotIndexed as exc:
             busy = worker.catching_up(root)
             if busy is None:
@@ -180,3 +186,13 @@ class Service:
         """Ask the daemon to finish the running syncs and exit; ``{"stopping": true}``."""
         self.stop_requested.set()
         return {"stopping": True, "pid": os.getpid()}
+
+
+def _globs(exclude: Any) -> tuple[str, ...]:
+    """The ``exclude`` argument of an ask request as a tuple of globs (None: none).
+    Raises ConfigError unless it is a list of strings (their syntax: SearchFilter)."""
+    if exclude is None:
+        return ()
+    if not isinstance(exclude, list) or not all(isinstance(g, str) for g in exclude):
+        raise ConfigError(f"exclude must be a list of glob strings, not {exclude!r}"[:200])
+    return tuple(exclude)

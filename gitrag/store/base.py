@@ -10,10 +10,15 @@ source text). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
+import pathspec
+
+from gitrag.errors import ConfigError
 
 DENSE = "dense"
 SPARSE = "sparse"
@@ -45,10 +50,56 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchFilter:
-    """Scope of a search: ``path_prefix`` matches paths starting with it; ``language`` exact."""
+    """Scope of a search: ``path_prefix`` matches paths starting with it; ``language`` exact;
+    ``exclude`` holds gitignore-style globs (``docs/**``, ``*.md``, ``tests/``) of paths to
+    leave out.
+
+    A store cannot match globs: it leaves out ``excluded_paths``, the exact paths the globs
+    match, which :meth:`resolve` fills from the branch's manifest (retrieval does so before
+    every query). The exclusion is part of the query (each prefetch too), so ``k`` results
+    come back whenever ``k`` admitted points exist. Raises ConfigError for an empty or
+    malformed glob (at construction)."""
 
     path_prefix: str = ""
     language: str = ""
+    exclude: tuple[str, ...] = ()
+    excluded_paths: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+        object.__setattr__(self, "excluded_paths", tuple(self.excluded_paths))
+        if self.exclude:
+            self._spec  # noqa: B018 - validates the globs now, not at the first match
+
+    @cached_property
+    def _spec(self) -> pathspec.PathSpec | None:
+        if not self.exclude:
+            return None
+        for glob in self.exclude:
+            if not isinstance(glob, str) or not glob.strip() or "\n" in glob:
+                raise ConfigError(f"invalid exclude glob {glob!r}: give a non-empty gitignore-style pattern")
+        try:
+            return pathspec.PathSpec.from_lines("gitignore", self.exclude)
+        except Exception as exc:  # pathspec's GitWildMatchPatternError and friends
+            raise ConfigError(f"invalid exclude glob: {exc}") from None
+
+    def excludes(self, path: str) -> bool:
+        """True when ``path`` (relative, ``/``-separated) matches an ``exclude`` glob."""
+        spec = self._spec
+        return spec is not None and spec.match_file(path)
+
+    def admits(self, path: str, language: str) -> bool:
+        """True when a point with this ``path`` and ``language`` is inside the scope."""
+        return (path.startswith(self.path_prefix) and (not self.language or language == self.language)
+                and not self.excludes(path))
+
+    def resolve(self, paths: Iterable[str]) -> SearchFilter:
+        """This filter with ``excluded_paths`` = the ``paths`` under ``path_prefix`` that
+        an ``exclude`` glob matches, sorted (the manifest's paths of the branch)."""
+        if not self.exclude:
+            return self
+        hit = sorted(p for p in set(paths) if p.startswith(self.path_prefix) and self.excludes(p))
+        return replace(self, excluded_paths=tuple(hit))
 
 
 class Store(Protocol):

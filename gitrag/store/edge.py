@@ -5,7 +5,8 @@ Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.
 :meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time (its
 WAL is locked): a second process gets a :class:`StoreError` saying so.
 
-Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``),
+Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``;
+exact values, for ``SearchFilter.excluded_paths``),
 ``language`` and ``symbol``. The store adds no payload field of its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
@@ -35,6 +36,7 @@ from qdrant_edge import (
     Filter,
     Fusion,
     KeywordIndexParams,
+    MatchAny,
     MatchPrefix,
     MatchValue,
     Modifier,
@@ -82,7 +84,8 @@ def _filter(scope: SearchFilter | None) -> Filter | None:
         must.append(FieldCondition("path", match=MatchPrefix(scope.path_prefix)))
     if scope.language:
         must.append(FieldCondition("language", match=MatchValue(scope.language)))
-    return Filter(must=must) if must else None
+    must_not = [FieldCondition("path", match=MatchAny(list(scope.excluded_paths)))] if scope.excluded_paths else []
+    return Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 def _request(

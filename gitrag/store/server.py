@@ -59,7 +59,12 @@ def _filter(scope: SearchFilter | None) -> models.Filter | None:
         must.append(models.FieldCondition(key="path", match=models.MatchPrefix(prefix=scope.path_prefix)))
     if scope.language:
         must.append(models.FieldCondition(key="language", match=models.MatchValue(value=scope.language)))
-    return models.Filter(must=must) if must else None
+    must_not: list[models.Condition] = []
+    if scope.excluded_paths:
+        must_not.append(models.FieldCondition(key="path", match=models.MatchAny(any=list(scope.excluded_paths))))
+    if not must and not must_not:
+        return None
+    return models.Filter(must=must or None, must_not=must_not or None)
 
 
 def _query_args(

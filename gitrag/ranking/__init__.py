@@ -1,0 +1,1 @@
+"""Ranking after fusion: stages that reorder, merge or group ranked chunks."""

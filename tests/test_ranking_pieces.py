@@ -1,0 +1,54 @@
+"""Merging pieces of one definition and ranking files: pure functions on hand-made results."""
+
+from __future__ import annotations
+
+from gitrag.file_results import rank_files
+from gitrag.ranking.pieces import merge_pieces
+from gitrag.retrieval import Result
+
+
+def res(path: str, start: int, end: int, symbol: str, score: float, *, blob: str = "b1", expanded: str = "") -> Result:
+    """A result whose bytes are its lines times 10 (lines [start, end] -> bytes [10s-10, 10e))."""
+    return Result(path, start, end, symbol, "function", "python", score, blob=blob,
+                  start_byte=10 * (start - 1), end_byte=10 * end, point_id=f"{path}:{start}", expanded_from=expanded)
+
+
+def spans(results: list[Result]) -> list[tuple[str, int, int, float]]:
+    return [(r.path, r.start_line, r.end_line, r.score) for r in results]
+
+
+def test_touching_pieces_merge_at_the_best_place_with_the_best_score() -> None:
+    got = merge_pieces([
+        res("a.py", 11, 20, "f", 0.9), res("b.py", 1, 5, "g", 0.8),
+        res("a.py", 1, 10, "f", 0.7), res("a.py", 21, 30, "f", 0.5),
+    ])
+    assert spans(got) == [("a.py", 1, 30, 0.9), ("b.py", 1, 5, 0.8)]
+    assert got[0].point_id == "a.py:11" and (got[0].start_byte, got[0].end_byte) == (0, 300)
+
+
+def test_gaps_other_symbols_other_blobs_and_expansions_stay_apart() -> None:
+    results = [
+        res("a.py", 1, 10, "f", 0.9), res("a.py", 21, 30, "f", 0.8),  # piece 11-20 did not rank
+        res("a.py", 11, 20, "g", 0.7),  # touches both, but another symbol
+        res("c.py", 1, 10, "h", 0.6), res("c.py", 11, 20, "h", 0.5, blob="b2"),  # another version
+        res("d.py", 1, 10, "k", 0.4), res("d.py", 11, 20, "k", 0.3, expanded="x.py:1-2"),
+    ]
+    assert spans(merge_pieces(list(results))) == spans(results)
+
+
+def test_overlapping_pieces_merge() -> None:
+    got = merge_pieces([res("a.py", 5, 15, "f", 0.3), res("a.py", 1, 10, "f", 0.6)])
+    assert spans(got) == [("a.py", 1, 15, 0.6)]
+
+
+def test_files_rank_by_best_chunk_then_by_matches_then_path() -> None:
+    results = [
+        res("one.py", 1, 5, "a", 0.9), res("two.py", 1, 5, "b", 0.5), res("three.py", 1, 5, "c", 0.5),
+        res("three.py", 9, 12, "d", 0.2), res("one.py", 30, 40, "e", 0.4), res("one.py", 50, 60, "f", 0.3),
+        res("one.py", 70, 80, "g", 0.1),
+    ]
+    files = rank_files(results, k=3, per_file=3)
+    assert [(f.path, f.score, f.matches) for f in files] == [("one.py", 0.9, 4), ("three.py", 0.5, 2), ("two.py", 0.5, 1)]
+    assert [(c.start_line, c.symbol, c.score) for c in files[0].chunks] == [(1, "a", 0.9), (30, "e", 0.4), (50, "f", 0.3)]
+    assert [f.path for f in rank_files(results, k=1)] == ["one.py"]
+    assert rank_files([], k=5) == []
