@@ -46,7 +46,7 @@ class Service:
         """Open a repository's Workspace with an embedder shared by every repository that
         configures the same one (one model in memory); ``rebuild`` as in open_workspace."""
         settings = config.load_settings(GitRepo(path).workdir)
-        key = (settings.embedder, settings.local_model, settings.ollama_host, settings.ollama_model,
+        key = (settings.embedder, settings.local_model, settings.static_model, settings.ollama_host, settings.ollama_model,
                settings.ollama_timeout, settings.batch_size)
         with self._embedders_lock:
             if key not in self._embedders:
