@@ -15,6 +15,7 @@ status) run on asyncio's default pool beside them (State and store are thread-sa
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from gitrag.daemon import memory
 from gitrag.errors import EmptyRepository, GitragError, NotARepository
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
@@ -156,6 +158,9 @@ class RepoWorker:
             self.stats["last_error"] = repr(exc)
             log.exception("sync crashed", worktree=worktree)
             return None
+        finally:  # the sync's texts, vectors and records are garbage now: hand the pages back
+            gc.collect()
+            memory.trim()
         moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
         self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         return summary.to_json()

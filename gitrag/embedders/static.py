@@ -38,6 +38,7 @@ MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / MODEL_NAME
 # SHA-256 of MODEL_DIR/model.safetensors; scripts/build_static_model.py prints it
 MODEL_SHA256 = "9c4db521ad61fcc2611bbee50e565e1ad33c4b2b9c3607431af418b77a1bd26e"
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PIECE = 64  # texts tokenised and summed at a time: ~64 x 256 tokens x dim floats of scratch
 
 
 def read_config(path: Path = MODEL_DIR) -> dict[str, Any]:
@@ -84,6 +85,27 @@ class StaticEmbedder:
             kind="static", model=self.model_name, sha256=self.model_sha256, dim=self.dim,
             max_tokens=self.max_tokens, normalize=True,
         )
+
+    def self_check(self) -> str:
+        """What ``gitrag doctor`` reports, without loading the model: the vector file's
+        SHA-256 against the config's. Returns a one-line description; raises
+        EmbedderUnavailable (with the fix) when a file is missing or altered."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        try:
+            with (self.path / "model.safetensors").open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            if not (self.path / "tokenizer.json").is_file():
+                raise FileNotFoundError(self.path / "tokenizer.json")
+        except OSError as exc:
+            raise EmbedderUnavailable(f"the static model in {self.path} is incomplete ({exc}); reinstall gitrag") from None
+        if digest.hexdigest() != self.model_sha256:
+            raise EmbedderUnavailable(
+                f"the static model's vectors in {self.path} do not match their checksum; reinstall gitrag"
+            )
+        return f"{self.model_name}, dim {self.dim}, checksum ok"
 
     # -- loading --------------------------------------------------------------------------
 
@@ -149,22 +171,25 @@ class StaticEmbedder:
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """Returns float32 (len(texts), dim), unit rows, in input order. No prefix, no truncation.
 
+        Works through ``PIECE`` texts at a time, so memory stays bounded for any input.
         Raises EmbedderUnavailable when the bundled model files cannot be read."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vectors, keep = self._get_vectors()
-        encodings = self._get_tokenizer().encode_batch(texts, add_special_tokens=False)
-        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
-        lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
-        flat = np.concatenate(ids) if lengths.sum() else np.zeros(0, dtype=np.int64)
-        owner = np.repeat(np.arange(len(texts)), lengths)
-        mask = keep[flat]
-        flat, owner = flat[mask], owner[mask]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if flat.size:
-            # owner is sorted: sum each text's rows in one pass (float32 accumulation)
-            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-            out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
+        if not texts:
+            return out
+        vectors, keep = self._get_vectors()
+        tok = self._get_tokenizer()
+        for start in range(0, len(texts), PIECE):
+            piece = texts[start : start + PIECE]
+            ids = [np.asarray(e.ids, dtype=np.int64) for e in tok.encode_batch_fast(piece, add_special_tokens=False)]
+            lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
+            flat = np.concatenate(ids)
+            owner = np.repeat(np.arange(start, start + len(piece)), lengths)
+            mask = keep[flat]
+            flat, owner = flat[mask], owner[mask]
+            if flat.size:
+                # owner is sorted: sum each text's rows in one pass (float32 accumulation)
+                starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+                out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         empty = norms[:, 0] == 0
         out[empty, 0] = 1.0
