@@ -1,6 +1,6 @@
 """Raw embedder throughput on realistic code chunks, and peak RSS.
 
-    python bench/bench_embedder.py [--embedder local] [--chunks 640] [--chars 1200] [--batch 32]
+    python bench/bench_embedder.py [--embedder static] [--chunks 640] [--chars 1200] [--batch 32]
 
 Chunks are consecutive ``--chars``-character slices of the running Python's standard
 library ``.py`` files (sorted by path, blank slices skipped), the size the chunker aims
@@ -61,7 +61,7 @@ def peak_rss_mb() -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--embedder", default="local")
+    parser.add_argument("--embedder", default="static")
     parser.add_argument("--chunks", type=int, default=640)
     parser.add_argument("--chars", type=int, default=1200)
     parser.add_argument("--batch", type=int, default=32)

@@ -5,10 +5,10 @@ chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the s
 chunks embedded of a one-function commit and of a sync with nothing changed, the ratio of
 the one-function sync to the full index, and peak RSS.
 
-    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder local|hash]
+    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder static|local|hash]
 
 Without --corpus it builds the running Python's standard library as a one-commit git
-repository with shared/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
+repository with bench/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
 files (sorted by path) in a commit of its own, to bound the run time.
 """
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MAKE_STDLIB = HERE.parent.parent / "shared" / "eval" / "make_stdlib_corpus.sh"
+MAKE_STDLIB = HERE / "eval" / "make_stdlib_corpus.sh"
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
 
 
@@ -62,7 +62,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path)
     ap.add_argument("--files", type=int, default=None)
-    ap.add_argument("--embedder", default="local")
+    ap.add_argument("--embedder", default="static")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gitrag-bench-"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import sys
 
 ARENAS = 2
@@ -38,3 +39,9 @@ def trim() -> bool:
     """Return free heap pages to the system (``malloc_trim(0)``); True when some were."""
     libc = _libc()
     return bool(libc is not None and libc.malloc_trim(0))
+
+
+def release() -> bool:
+    """After a sync: collect the garbage (cycles too), then ``trim``."""
+    gc.collect()
+    return trim()

@@ -118,7 +118,16 @@ class Service:
         from gitrag.indexer import Indexer
 
         worker, root = self.worker_for(repo)
-        return await worker.serial(lambda: Indexer(worker.workspace(root, rebuild)).sync(rebuild=rebuild).to_json())
+        def run() -> dict[str, Any]:
+            written = 0
+            try:
+                summary = Indexer(worker.workspace(root, rebuild)).sync(rebuild=rebuild)
+                written = summary.points_upserted
+                return summary.to_json()
+            finally:
+                worker.settle(written)
+
+        return await worker.serial(run)
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""

@@ -15,7 +15,6 @@ status) run on asyncio's default pool beside them (State and store are thread-sa
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
 T = TypeVar("T")
+CLOSE_AFTER_POINTS = 5_000  # a sync that wrote this many points reopens the shards from disk
 
 
 class RepoWorker:
@@ -143,8 +143,11 @@ class RepoWorker:
         """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
         from gitrag.indexer import Indexer
 
+        written = 0
         try:
-            summary = Indexer(self.workspace(worktree)).sync()
+            ws = self.workspace(worktree)
+            summary = Indexer(ws).sync()
+            written = summary.points_upserted
         except EmptyRepository:
             return None
         except NotARepository as exc:
@@ -158,12 +161,23 @@ class RepoWorker:
             self.stats["last_error"] = repr(exc)
             log.exception("sync crashed", worktree=worktree)
             return None
-        finally:  # the sync's texts, vectors and records are garbage now: hand the pages back
-            gc.collect()
-            memory.trim()
+        finally:
+            self.settle(written)
         moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
         self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         return summary.to_json()
+
+    def settle(self, points_written: int) -> None:
+        """After a sync (worker thread): give its memory back. The sync's texts, vectors and
+        records are garbage now (collected and trimmed, see gitrag/daemon/memory.py); after
+        a large write the store's shards are closed too, since the engine keeps freshly
+        written points on its heap, and reopen lazily from their memory-mapped files."""
+        if points_written >= CLOSE_AFTER_POINTS and self._ws is not None:
+            try:
+                self._ws.store.close()
+            except GitragError as exc:
+                log.warning("closing the shards after a sync failed", error=str(exc))
+        memory.release()
 
     async def stop(self) -> list[str]:
         """Let the running sync finish, start no other; returns the work trees still dirty."""
