@@ -47,7 +47,8 @@ def peak_rss_mb() -> float:
 def edit_one_function(repo: Path) -> str:
     """Change one line inside the first function of the largest .py file; returns its path."""
     tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=repo, check=True, capture_output=True, text=True).stdout.split()
-    target = max(tracked, key=lambda p: (repo / p).stat().st_size)
+    with_def = [p for p in tracked if "\ndef " in (repo / p).read_text(errors="replace")]
+    target = max(with_def, key=lambda p: (repo / p).stat().st_size)
     lines = (repo / target).read_text().splitlines(keepends=True)
     for i, line in enumerate(lines):
         if line.startswith("def ") and i + 1 < len(lines):
@@ -95,17 +96,19 @@ def main() -> int:
         ws.embedder.embed_documents(texts[i : i + 32])
     raw_s = time.perf_counter() - t
 
+    e2e = full.chunks_embedded / full.seconds if full.seconds else 0.0
+    raw = len(texts) / raw_s if raw_s else 0.0
+    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
+    print(f"corpus: {files} files, {full.chunks_total} chunks, embedder {args.embedder} (model load {load_s:.1f} s), "
+          f"{os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f}")
+    print(f"full index:        {full.seconds:8.2f} s  {full.chunks_embedded:6d} embedded  {e2e:7.1f} chunks/s end to end")
+    print(f"raw embedder:      {raw_s:8.2f} s  {len(texts):6d} texts     {raw:7.1f} chunks/s  (end-to-end / raw = {e2e / raw if raw else 0:.2f})",
+          flush=True)
+
     edited = edit_one_function(corpus)
     one = Indexer(ws).sync()
     none = Indexer(ws).sync()
     ws.close()
-
-    e2e = full.chunks_embedded / full.seconds if full.seconds else 0.0
-    raw = len(texts) / raw_s if raw_s else 0.0
-    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
-    print(f"corpus: {files} files, {full.chunks_total} chunks, embedder {args.embedder} (model load {load_s:.1f} s)")
-    print(f"full index:        {full.seconds:8.2f} s  {full.chunks_embedded:6d} embedded  {e2e:7.1f} chunks/s end to end")
-    print(f"raw embedder:      {raw_s:8.2f} s  {len(texts):6d} texts     {raw:7.1f} chunks/s  (end-to-end / raw = {e2e / raw if raw else 0:.2f})")
     print(f"one-function sync: {one.seconds:8.3f} s  {one.chunks_embedded:6d} embedded  ({edited})")
     print(f"no-change sync:    {none.seconds:8.3f} s  {none.chunks_embedded:6d} embedded")
     print(f"one-function sync / full index = {one.seconds / full.seconds:.5f}")

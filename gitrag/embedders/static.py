@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 MODEL_NAME = "minilm-static"
 MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / MODEL_NAME
 # SHA-256 of MODEL_DIR/model.safetensors; scripts/build_static_model.py prints it
-MODEL_SHA256 = "9c4db521ad61fcc2611bbee50e565e1ad33c4b2b9c3607431af418b77a1bd26e"
+MODEL_SHA256 = "fc2e4a095f90fdc0cafdb072a883e5c1661f0dcd40251e5d361625719bd0da3c"
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PIECE = 64  # texts tokenised and summed at a time: ~64 x 256 tokens x dim floats of scratch
 
