@@ -1,6 +1,6 @@
 """Raw embedder throughput on realistic code chunks, and peak RSS.
 
-    python bench/bench_embedder.py [--embedder local] [--chunks 640] [--chars 1200] [--batch 32]
+    python bench/bench_embedder.py [--embedder static [--embedder local ...]] [--chunks 640] [--chars 1200] [--batch 32]
 
 Chunks are consecutive ``--chars``-character slices of the running Python's standard
 library ``.py`` files (sorted by path, blank slices skipped), the size the chunker aims
@@ -59,17 +59,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--embedder", default="local")
-    parser.add_argument("--chunks", type=int, default=640)
-    parser.add_argument("--chars", type=int, default=1200)
-    parser.add_argument("--batch", type=int, default=32)
-    args = parser.parse_args()
-    logs.configure("error")  # truncation warnings would drown the numbers
-
-    texts = stdlib_chunks(args.chunks, args.chars)
-    embedder = create(Settings(embedder=args.embedder, batch_size=args.batch))
+def measure(name: str, texts: list[str], args: argparse.Namespace) -> None:
+    embedder = create(Settings(embedder=name, batch_size=args.batch))
     print(f"embedder {embedder.name}  fingerprint {embedder.fingerprint}  dim {embedder.dim}  max_tokens {embedder.max_tokens}")
     print(f"{len(texts)} chunks of {args.chars} chars, batch {args.batch}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}")
 
@@ -86,6 +77,20 @@ def main() -> int:
     rate = raw_throughput(embedder, texts)
     print(f"embed:         {rate:10.1f} chunks/s")
     print(f"peak RSS:      {peak_rss_mb():10.0f} MiB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--embedder", action="append", default=[], help="repeat to compare side by side (default: static)")
+    parser.add_argument("--chunks", type=int, default=640)
+    parser.add_argument("--chars", type=int, default=1200)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    logs.configure("error")  # truncation warnings would drown the numbers
+
+    texts = stdlib_chunks(args.chunks, args.chars)
+    for name in args.embedder or ["static"]:
+        measure(name, texts, args)
     return 0
 
 

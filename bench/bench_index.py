@@ -5,7 +5,7 @@ chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the s
 chunks embedded of a one-function commit and of a sync with nothing changed, the ratio of
 the one-function sync to the full index, and peak RSS.
 
-    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder local|hash]
+    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder static|local|hash]
 
 Without --corpus it builds the running Python's standard library as a one-commit git
 repository with bench/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
@@ -47,7 +47,8 @@ def peak_rss_mb() -> float:
 def edit_one_function(repo: Path) -> str:
     """Change one line inside the first function of the largest .py file; returns its path."""
     tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=repo, check=True, capture_output=True, text=True).stdout.split()
-    target = max(tracked, key=lambda p: (repo / p).stat().st_size)
+    with_def = [p for p in tracked if "\ndef " in (repo / p).read_text(errors="replace")]
+    target = max(with_def, key=lambda p: (repo / p).stat().st_size)
     lines = (repo / target).read_text().splitlines(keepends=True)
     for i, line in enumerate(lines):
         if line.startswith("def ") and i + 1 < len(lines):
@@ -62,7 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path)
     ap.add_argument("--files", type=int, default=None)
-    ap.add_argument("--embedder", default="local")
+    ap.add_argument("--embedder", default="static")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gitrag-bench-"))
@@ -95,17 +96,19 @@ def main() -> int:
         ws.embedder.embed_documents(texts[i : i + 32])
     raw_s = time.perf_counter() - t
 
+    e2e = full.chunks_embedded / full.seconds if full.seconds else 0.0
+    raw = len(texts) / raw_s if raw_s else 0.0
+    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
+    print(f"corpus: {files} files, {full.chunks_total} chunks, embedder {args.embedder} (model load {load_s:.1f} s), "
+          f"{os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f}")
+    print(f"full index:        {full.seconds:8.2f} s  {full.chunks_embedded:6d} embedded  {e2e:7.1f} chunks/s end to end")
+    print(f"raw embedder:      {raw_s:8.2f} s  {len(texts):6d} texts     {raw:7.1f} chunks/s  (end-to-end / raw = {e2e / raw if raw else 0:.2f})",
+          flush=True)
+
     edited = edit_one_function(corpus)
     one = Indexer(ws).sync()
     none = Indexer(ws).sync()
     ws.close()
-
-    e2e = full.chunks_embedded / full.seconds if full.seconds else 0.0
-    raw = len(texts) / raw_s if raw_s else 0.0
-    files = subprocess.run(["git", "ls-files"], cwd=corpus, capture_output=True, text=True).stdout.count("\n")
-    print(f"corpus: {files} files, {full.chunks_total} chunks, embedder {args.embedder} (model load {load_s:.1f} s)")
-    print(f"full index:        {full.seconds:8.2f} s  {full.chunks_embedded:6d} embedded  {e2e:7.1f} chunks/s end to end")
-    print(f"raw embedder:      {raw_s:8.2f} s  {len(texts):6d} texts     {raw:7.1f} chunks/s  (end-to-end / raw = {e2e / raw if raw else 0:.2f})")
     print(f"one-function sync: {one.seconds:8.3f} s  {one.chunks_embedded:6d} embedded  ({edited})")
     print(f"no-change sync:    {none.seconds:8.3f} s  {none.chunks_embedded:6d} embedded")
     print(f"one-function sync / full index = {one.seconds / full.seconds:.5f}")

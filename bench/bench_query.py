@@ -3,7 +3,7 @@
     python bench/bench_query.py [--corpus DIR] [--files N] [--questions FILE] [--cold N]
 
 Indexes the corpus (default: the running Python's standard library, first N files, as
-bench_index.py builds it) with the default local embedder, then
+bench_index.py builds it) with the default (static) embedder, then
 - warm: starts `gitrag daemon`, asks every question of the question set once through
   its socket (the first, which loads the model, is reported apart) and prints p50/p95;
 - cold: stops the daemon and runs `gitrag ask` as a new process N times (model load
@@ -76,7 +76,7 @@ def main() -> int:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gitrag-bench-q-"))
     os.environ["GITRAG_HOME"] = str(work / "home")
-    os.environ.setdefault("GITRAG_EMBEDDER", "local")
+    os.environ.setdefault("GITRAG_EMBEDDER", "static")
     corpus = args.corpus.resolve() if args.corpus else build_corpus(work / "corpus", args.files)
     questions = [json.loads(line)["query"] for line in args.questions.read_text().splitlines() if line.strip()]
 

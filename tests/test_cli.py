@@ -107,7 +107,7 @@ def test_help_teaches(project: Repo) -> None:
 
 def test_ask_with_another_embedder_says_how_to_fix(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     gitrag("index", cwd=project.path)
-    monkeypatch.setenv("GITRAG_EMBEDDER", "local")
+    monkeypatch.setenv("GITRAG_EMBEDDER", "static")
     r = gitrag("ask", "slugify", cwd=project.path)
     assert r.returncode == 1 and "gitrag index --rebuild" in r.stderr
 

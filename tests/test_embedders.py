@@ -1,6 +1,7 @@
-"""Embedders: the real local model (e2e, offline), the Ollama embedder against a stub
-server speaking Ollama's JSON (happy path, every fault, partial failures), the registry
-and fingerprints."""
+"""Embedders: the bundled static model (checksum, offline, lazy), the real local model
+(e2e, offline; needs gitrag[transformer]), the Ollama embedder against a stub server
+speaking Ollama's JSON (happy path, every fault, partial failures), the registry and
+fingerprints."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from gitrag.embedders import base, create
 from gitrag.embedders.hashing import HashEmbedder
 from gitrag.embedders.local import LocalEmbedder, default_model_path
 from gitrag.embedders.ollama import OllamaEmbedder, context_length, estimate_tokens
+from gitrag.embedders.static import MODEL_DIR, MODEL_SHA256, StaticEmbedder
 from gitrag.errors import ConfigError, EmbedderError, EmbedderUnavailable
 from tests.ollama_stub import OllamaStub, StubModel
 
@@ -41,6 +43,118 @@ def _unit_rows(v: np.ndarray) -> bool:
     return bool(np.allclose(np.linalg.norm(v, axis=-1), 1.0, atol=1e-5))
 
 
+# -- static: the bundled model ------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_static_model_is_bundled_with_its_checksum_and_license() -> None:
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    assert _sha256(MODEL_DIR / "model.safetensors") == MODEL_SHA256 == config["model_sha256"]
+    assert "Apache License, Version 2.0" in (MODEL_DIR / "LICENSE").read_text()
+    assert config["teacher"] == "sentence-transformers/all-MiniLM-L6-v2"
+    e = StaticEmbedder()
+    assert (e.dim, e.max_tokens, e.model_sha256) == (config["hidden_dim"], 256, MODEL_SHA256)
+
+
+def test_static_loads_offline_without_torch_in_a_fresh_process() -> None:
+    # No socket but unix/loopback may open; no torch, transformers or sentence-transformers, ever.
+    script = textwrap.dedent("""
+        import json, socket, sys
+        def guard(self, addr, *a):
+            if self.family == socket.AF_UNIX or str(addr[0]) in ("127.0.0.1", "::1", "localhost"):
+                return real(self, addr, *a)
+            raise OSError(f"network access attempted: {addr}")
+        real = socket.socket.connect
+        socket.socket.connect = guard
+        socket.getaddrinfo = lambda *a, **k: (_ for _ in ()).throw(OSError(f"DNS lookup: {a[0]}"))
+        from gitrag.config import Settings
+        from gitrag.embedders import create
+        e = create(Settings())
+        tokens = e.count_tokens("def f(): pass")
+        v = e.embed_documents(["def f(): pass", "import os"])
+        q = e.embed_query("where is f defined")
+        heavy = sorted(m for m in ("torch", "transformers", "sentence_transformers", "model2vec") if m in sys.modules)
+        print(json.dumps({"name": e.name, "heavy": heavy, "shape": list(v.shape), "dtype": str(v.dtype),
+                          "query": list(q.shape), "tokens": tokens}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "GITRAG_EMBEDDER"}}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    dim = StaticEmbedder().dim
+    assert result == {"name": "static", "heavy": [], "shape": [2, dim], "dtype": "float32", "query": [dim], "tokens": 8}
+
+
+def test_static_gives_unit_vectors_and_ranks_similar_code_closer() -> None:
+    e = StaticEmbedder()
+    docs = e.embed_documents(CODE)
+    assert docs.shape == (len(CODE), e.dim) and docs.dtype == np.float32 and _unit_rows(docs)
+    sims = docs @ docs.T
+    assert sims[0, 1] > sims[0, 2] and sims[0, 1] > sims[0, 3]
+    query = e.embed_query("open a server socket on a port")
+    assert query.shape == (e.dim,) and _unit_rows(query[None])
+    assert int(np.argmax(docs @ query)) == 2
+
+
+def test_static_batches_agree_with_single_embeddings_and_blank_texts_get_a_unit_vector() -> None:
+    e = StaticEmbedder()
+    texts = [*CODE, "", "   \n\t", "[CLS] [SEP]"]
+    together = e.embed_documents(texts)
+    alone = np.stack([e.embed_documents([t])[0] for t in texts])
+    assert np.allclose(together, alone, atol=1e-6) and _unit_rows(together)
+    assert np.array_equal(together[len(CODE)], np.eye(e.dim, dtype=np.float32)[0])
+    assert e.embed_documents([]).shape == (0, e.dim)
+    # a chunk is embedded whole: a change past the teacher's 256 tokens still moves the vector
+    long_text = "def f():\n" + "    value = compute(value, other)\n" * 200
+    assert e.count_tokens(long_text) > e.max_tokens
+    assert not np.allclose(e.embed_documents([long_text]), e.embed_documents([long_text + "\nraise SocketTimeout"]))
+
+
+def test_static_counts_tokens_like_the_transformer_so_chunks_are_the_same() -> None:
+    from tokenizers import Tokenizer
+
+    # the teacher's tokenizer as sentence-transformers would use it: [CLS] + tokens + [SEP], untruncated
+    teacher = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    teacher.no_truncation()
+    teacher.no_padding()
+    texts = [*CODE, "x = 1\n" * 300, "", "fooBarBaz_qux123 = {'a': [1, 2]}"]
+    e = StaticEmbedder()
+    expected = [len(teacher.encode(t).ids) for t in texts]
+    assert expected[-3] > 256 and expected[-2] == 2
+    assert e.count_tokens_batch(texts) == expected == [e.count_tokens(t) for t in texts]
+    assert e.max_tokens == 256
+
+
+@pytest.mark.transformer
+def test_static_tokenizer_is_the_transformers_own() -> None:
+    local = LocalEmbedder()
+    assert _sha256(MODEL_DIR / "tokenizer.json") == _sha256(local.path / "tokenizer.json")
+    assert StaticEmbedder().max_tokens == local.max_tokens
+
+
+def test_static_fingerprint_names_the_model_and_a_broken_model_is_unavailable(tmp_path: Path) -> None:
+    e = StaticEmbedder()
+    assert e.fingerprint.startswith("static-") and e.fingerprint == StaticEmbedder().fingerprint
+    copy = tmp_path / "other-static"
+    shutil.copytree(MODEL_DIR, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "model_sha256": "0" * 64}))
+    assert StaticEmbedder(copy).fingerprint != e.fingerprint  # other vectors, other collection
+    assert create(Settings(static_model=str(copy))).fingerprint == StaticEmbedder(copy).fingerprint
+    with pytest.raises(EmbedderUnavailable, match="reinstall gitrag"):
+        StaticEmbedder(tmp_path / "nowhere")
+    (copy / "model.safetensors").write_bytes(b"not a safetensors file")
+    broken = StaticEmbedder(copy)
+    assert broken.count_tokens("x = 1") == 5  # the tokenizer is fine
+    with pytest.raises(EmbedderUnavailable, match="cannot load the static model's vectors"):
+        broken.embed_documents(["x = 1"])
+
+
 # -- local: the real model ---------------------------------------------------------------
 
 
@@ -52,6 +166,7 @@ def local() -> LocalEmbedder:
 
 
 @pytest.mark.e2e
+@pytest.mark.transformer
 def test_local_loads_offline_and_lazily_in_a_fresh_process() -> None:
     # No socket but unix/loopback may open; torch must not load before the first embed.
     script = textwrap.dedent("""
@@ -81,6 +196,7 @@ def test_local_loads_offline_and_lazily_in_a_fresh_process() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.transformer
 def test_local_gives_unit_384_vectors_and_ranks_similar_code_closer(local: LocalEmbedder) -> None:
     docs = local.embed_documents(CODE)
     assert docs.shape == (len(CODE), 384) and docs.dtype == np.float32 and _unit_rows(docs)
@@ -93,6 +209,7 @@ def test_local_gives_unit_384_vectors_and_ranks_similar_code_closer(local: Local
 
 
 @pytest.mark.e2e
+@pytest.mark.transformer
 def test_local_batches_agree_with_single_embeddings(local: LocalEmbedder) -> None:
     together = local.embed_documents(CODE)
     alone = np.stack([local.embed_documents([t])[0] for t in CODE])
@@ -101,6 +218,7 @@ def test_local_batches_agree_with_single_embeddings(local: LocalEmbedder) -> Non
 
 
 @pytest.mark.e2e
+@pytest.mark.transformer
 def test_local_count_tokens_matches_the_models_tokenizer(local: LocalEmbedder) -> None:
     tok = local._get_model().tokenizer  # the tokenizer sentence-transformers itself uses
     texts = [*CODE, "x" * 3000, "", "fooBarBaz_qux123 = {'a': [1, 2]}"]
@@ -110,6 +228,7 @@ def test_local_count_tokens_matches_the_models_tokenizer(local: LocalEmbedder) -
 
 
 @pytest.mark.e2e
+@pytest.mark.transformer
 def test_local_truncates_and_logs_an_overlong_input(local: LocalEmbedder) -> None:
     long_text = "def f():\n" + "    value = compute(value, other)\n" * 200
     assert local.count_tokens(long_text) > local.max_tokens
@@ -119,6 +238,7 @@ def test_local_truncates_and_logs_an_overlong_input(local: LocalEmbedder) -> Non
     assert any(e["event"] == "local inputs truncated" and e["indices"] == [1] for e in logs)
 
 
+@pytest.mark.transformer
 def test_local_reads_shape_from_the_folder_without_loading(tmp_path: Path) -> None:
     folder = tmp_path / "my-minilm"
     src = default_model_path()
@@ -133,6 +253,7 @@ def test_local_reads_shape_from_the_folder_without_loading(tmp_path: Path) -> No
     assert LocalEmbedder(folder).fingerprint != embedder.fingerprint  # another truncation
 
 
+@pytest.mark.transformer
 def test_local_missing_model_is_unavailable_with_a_fix(tmp_path: Path) -> None:
     with pytest.raises(EmbedderUnavailable, match="local_model"):
         LocalEmbedder(tmp_path / "nowhere")
@@ -325,7 +446,7 @@ def test_context_length_from_show() -> None:
 def test_estimated_tokens_rarely_undercount_real_code() -> None:
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))  # all-MiniLM-L6-v2's, bundled
     tok.no_truncation()
     tok.no_padding()
     sources = sorted(glob.glob(os.path.join(os.path.dirname(json.__file__), "*.py")))
@@ -340,14 +461,19 @@ def test_estimated_tokens_rarely_undercount_real_code() -> None:
 
 
 def test_registry_creates_each_embedder_by_name(stub: OllamaStub) -> None:
-    assert {"hash", "local", "ollama"} <= set(base.available())
+    assert {"hash", "local", "ollama", "static"} <= set(base.available())
     assert isinstance(create(Settings(embedder="hash")), HashEmbedder)
-    assert isinstance(create(Settings(embedder="local")), LocalEmbedder)
+    assert isinstance(create(Settings()), StaticEmbedder)  # the default
     e = create(Settings(embedder="ollama", ollama_host=stub.url, ollama_model="mxbai-embed-large", batch_size=7))
     assert isinstance(e, OllamaEmbedder) and (e.model, e.batch_size, e.dim) == ("mxbai-embed-large", 7, 1024)
     assert isinstance(e, base.Embedder)
     with pytest.raises(ConfigError, match="unknown embedder 'nope'"):
         create(Settings(embedder="nope"))
+
+
+@pytest.mark.transformer
+def test_registry_creates_the_local_embedder_with_the_transformer_extra() -> None:
+    assert isinstance(create(Settings(embedder="local")), LocalEmbedder)
 
 
 def test_fingerprints_differ_across_model_prefix_and_dim(stub: OllamaStub) -> None:

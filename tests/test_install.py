@@ -251,3 +251,30 @@ def test_install_with_systemd_writes_enables_and_removes_the_unit(
         assert not client.probe()["running"]
     finally:
         gitrag("daemon", "--stop")
+
+
+def test_doctor_checks_the_static_model_from_its_files_without_loading_it(tmp_path: Path) -> None:
+    # a fresh process: doctor's embedder check must not import the tokenizer or vector libraries
+    script = (
+        "import json, sys\n"
+        "from gitrag.commands.doctor import check_embedder\n"
+        "from gitrag.config import Settings\n"
+        "c = check_embedder(Settings())\n"
+        "print(json.dumps([c.status, c.detail, sorted(m for m in ('tokenizers', 'safetensors', 'torch') if m in sys.modules)]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    status, detail, loaded = json.loads(proc.stdout)
+    assert (status, loaded) == ("ok", []) and "checksum ok" in detail
+
+    from gitrag.commands.doctor import check_embedder
+    from gitrag.config import Settings
+    from gitrag.embedders.static import MODEL_DIR
+
+    altered = tmp_path / "altered"
+    shutil.copytree(MODEL_DIR, altered)
+    data = bytearray((altered / "model.safetensors").read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit in the vectors
+    (altered / "model.safetensors").write_bytes(bytes(data))
+    check = check_embedder(Settings(static_model=str(altered)))
+    assert check.status == "fail" and "checksum" in check.detail and check.fix

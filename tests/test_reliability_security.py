@@ -25,6 +25,7 @@ ollama_host = "{REMOTE}:11434"
 qdrant_url = "{REMOTE}:6333"
 qdrant_api_key = "stolen"
 local_model = "./model"
+static_model = "./static-model"
 """
 
 
@@ -36,8 +37,8 @@ def test_repo_config_cannot_choose_where_code_goes(repo: Repo, tmp_path: Path,
     monkeypatch.delenv("GITRAG_EMBEDDER")
     settings = config.load_settings(repo.path)
     assert (settings.embedder, settings.ollama_model) == ("ollama", "all-minilm")  # harmless ones apply
-    assert (settings.ollama_host, settings.qdrant_url, settings.qdrant_api_key, settings.local_model) == \
-        (config.Settings.ollama_host, "", "", "")
+    assert (settings.ollama_host, settings.qdrant_url, settings.qdrant_api_key, settings.local_model,
+            settings.static_model) == (config.Settings.ollama_host, "", "", "", "")
     with OllamaStub() as stub:  # the user's own Ollama, from the user's own config file
         user_config = config.config_file()
         user_config.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 Checks: git version; hooks installed, registered, runnable (LF line ends, compared as
 bytes) and not shadowed (core.hooksPath, a missing interpreter); daemon reachable (and
 events waiting in the spool); embedder usable (Ollama: a valid host, server reachable and
-model pulled); store writable; index lag per branch.
+model pulled; static and local: model files checked, nothing loaded); store writable;
+index lag per branch.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
 """
 
@@ -125,6 +126,9 @@ def check_embedder(settings: Settings) -> Check:
     t0 = time.perf_counter()
     try:
         embedder = create(settings)
+        self_check = getattr(embedder, "self_check", None)
+        if self_check is not None:  # static, local: checked from their files, no model loaded
+            return Check("embedder", "ok", f"{settings.embedder}: {self_check()}")
         embedder.embed_query("gitrag doctor")
     except GitragError as exc:
         return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")

@@ -20,7 +20,7 @@ from typing import IO
 
 import structlog
 
-from gitrag.daemon import protocol, spool
+from gitrag.daemon import memory, protocol, spool
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
 from gitrag.daemon.service import Service
@@ -69,6 +69,7 @@ def run(options: Options | None = None) -> int:
     """Run the daemon in the foreground until told to stop; returns the exit code (0).
     Raises AlreadyRunning, SocketInUse, or OSError when the socket cannot be made."""
     lock = acquire_lock()
+    memory.limit_arenas()  # before any worker thread allocates
     try:
         return asyncio.run(_serve(options or Options()))
     finally:

@@ -53,7 +53,7 @@ class Service:
         """Open a repository's Workspace with an embedder shared by every repository that
         configures the same one (one model in memory); ``rebuild`` as in open_workspace."""
         settings = config.load_settings(GitRepo(path).workdir)
-        key = (settings.embedder, settings.local_model, settings.ollama_host, settings.ollama_model,
+        key = (settings.embedder, settings.local_model, settings.static_model, settings.ollama_host, settings.ollama_model,
                settings.ollama_timeout, settings.batch_size)
         with self._embedders_lock:
             if key not in self._embedders:
@@ -163,8 +163,14 @@ class Service:
         self.check_settings(root, settings)
 
         def run() -> dict[str, Any]:
-            ws = worker.workspace(root, rebuild)
-            return Indexer(ws, sync_progress(str(root), ws.repo.branch())).sync(rebuild=rebuild).to_json()
+            written = 0
+            try:
+                ws = worker.workspace(root, rebuild)
+                summary = Indexer(ws, sync_progress(str(root), ws.repo.branch())).sync(rebuild=rebuild)
+                written = summary.points_upserted
+                return summary.to_json()
+            finally:
+                worker.settle(written)
 
         return await worker.serial(run)
 

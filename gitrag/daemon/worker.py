@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from gitrag.daemon import memory
 from gitrag.errors import EmptyRepository, GitragError, NotARepository, StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
@@ -61,6 +62,9 @@ def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WA
                 raise
             log.info("the store is open in another process; waiting", error=str(exc))
             time.sleep(0.2)
+
+
+CLOSE_AFTER_POINTS = 5_000  # a sync that wrote this many points reopens the shards from disk
 
 
 class RepoWorker:
@@ -188,6 +192,7 @@ class RepoWorker:
             self.progress = (stage, done, total)
 
         self.progress = None
+        written = 0
         try:
             def sync(ws: Workspace) -> Any:
                 log_progress = sync_progress(worktree, ws.repo.branch())
@@ -199,6 +204,7 @@ class RepoWorker:
                 return Indexer(ws, both).sync()
 
             summary = retry_while_locked(lambda: sync(self.workspace(worktree)))
+            written = summary.points_upserted
         except EmptyRepository:
             return None
         except NotARepository as exc:
@@ -212,9 +218,23 @@ class RepoWorker:
             self.stats["last_error"] = repr(exc)
             log.exception("sync crashed", worktree=worktree)
             return None
+        finally:
+            self.settle(written)
         moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
         self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         return summary.to_json()
+
+    def settle(self, points_written: int) -> None:
+        """After a sync (worker thread): give its memory back. The sync's texts, vectors and
+        records are garbage now (collected and trimmed, see gitrag/daemon/memory.py); after
+        a large write the store's shards are closed too, since the engine keeps freshly
+        written points on its heap, and reopen lazily from their memory-mapped files."""
+        if points_written >= CLOSE_AFTER_POINTS and self._ws is not None:
+            try:
+                self._ws.store.close()
+            except GitragError as exc:
+                log.warning("closing the shards after a sync failed", error=str(exc))
+        memory.release()
 
     async def stop(self) -> list[str]:
         """Let the running sync finish, start no other; returns the work trees still dirty."""

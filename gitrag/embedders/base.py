@@ -109,4 +109,4 @@ def create(settings: Settings) -> Embedder:
 
 def _load_builtin() -> None:
     # Importing registers them; heavy libraries are imported lazily inside each.
-    from gitrag.embedders import hashing, local, ollama  # noqa: F401
+    from gitrag.embedders import hashing, local, ollama, static  # noqa: F401

