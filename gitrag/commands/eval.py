@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gitrag import output
-from gitrag.errors import EXIT_OK
+from gitrag import output, ranking
+from gitrag.errors import EXIT_OK, ConfigError
 from gitrag.evaluation import load_dataset, run_dataset
 from gitrag.evaluation.grep import GrepBaseline
 from gitrag.evaluation.report import print_report
@@ -14,11 +14,27 @@ from gitrag.store import SearchFilter
 from gitrag.workspace import Workspace, open_workspace
 
 INDEX_MODES = ("hybrid", "dense", "sparse")
-ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: hybrid fusion without the reranker
+ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: the store's RRF fusion without gitrag.ranking
 DEFAULT_MODES = (*INDEX_MODES, "grep")
 
 
-def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool) -> int:
+def evaluate(
+    questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool,
+    ablate: Sequence[str] = (),
+) -> int:
+    """Index ``repo``, run every mode on the question set, print or emit the report.
+
+    ``ablate``: ranking stages (gitrag.ranking.STAGES); each adds a mode ``hybrid-STAGE``,
+    hybrid with that stage switched off, beside full hybrid (added when missing)."""
+    ablate = list(dict.fromkeys(ablate))
+    if ablate:
+        try:
+            ranking.check(ablate)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        modes = list(modes or DEFAULT_MODES)
+        if "hybrid" not in modes:
+            modes.insert(0, "hybrid")
     data = load_dataset(questions)
     scope = data.scope if scope is None else scope
     ws = open_workspace(repo)
@@ -27,7 +43,7 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
             summary = Indexer(ws, progress).sync()
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
-        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope), k, scope)
+        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, ablate), k, scope)
     finally:
         ws.close()
     if as_json:
@@ -39,7 +55,9 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
     return EXIT_OK
 
 
-def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -> dict[str, Callable[[str], Any]]:
+def _searchers(
+    ws: Workspace, modes: Sequence[str], k: int, scope: str | None, ablate: Sequence[str] = (),
+) -> dict[str, Callable[[str], Any]]:
     flt = SearchFilter(path_prefix=scope) if scope else None
     searchers: dict[str, Callable[[str], Any]] = {}
     for mode in dict.fromkeys(modes):
@@ -47,6 +65,10 @@ def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None) -
             searchers[mode] = lambda q, m=mode: search(ws, q, k=k, mode=m, scope=flt, snippets=False)
         elif mode == "rrf":
             searchers[mode] = lambda q: search(ws, q, k=k, mode="hybrid", scope=flt, snippets=False, rerank_results=False)
+        if mode == "hybrid":
+            for stage in ablate:
+                searchers[f"hybrid-{stage}"] = lambda q, st=stage: search(
+                    ws, q, k=k, mode="hybrid", scope=flt, snippets=False, disable=(st,))
     if "grep" in modes or "ripgrep" in modes:
         grep = GrepBaseline.from_repo(ws.repo.root, scope or None)
         if "grep" in modes:
