@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from gitrag import ranking, sparse, symbols
@@ -120,9 +121,9 @@ def search(
     if terms is not None and not terms.indices:
         if dense is None:
             return []
-        terms = None  # a question without one sparse term: the dense list alone, raw cosines
+        terms = None  # no sparse term (``g``, ``? !``): the dense list alone, raw cosines unless it names a symbol
     coll = branch.collection
-    if mode == "hybrid" and terms is not None and rerank_results:
+    if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
         results = _ranked(ws, branch.name, query, dense, terms, k, scope, off)
     else:
         hits = ws.store.search(coll, dense=dense, sparse=terms, limit=k, prefetch=max(PREFETCH, k), scope=scope)
@@ -149,7 +150,7 @@ def _ranked(
     cands: dict[str, ranking.Candidate] = {}
     for hit in ws.store.search(coll, dense=dense, sparse=None, limit=limit, scope=scope):
         cands[hit.id] = _candidate(hit.id, hit.payload, dense=float(hit.score))
-    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope):
+    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope) if terms else ():
         if hit.id in cands:
             cands[hit.id].sparse = float(hit.score)
         else:
@@ -177,7 +178,7 @@ class _Lookup:
         if exact_case:
             last = symbols.split_name(name)[-1:]
             found = [d for d in found if d.segments[-1:] == last]
-        return [ranking.DefinitionSite(d.name, d.path, d.start_line) for d in found
+        return [ranking.DefinitionSite(d.name, d.path, d.start_line, d.end_line) for d in found
                 if not self.scope or _in_scope(d, self.scope)]
 
     def chunks_at(self, site: ranking.DefinitionSite) -> list[ranking.Candidate]:
@@ -193,6 +194,15 @@ class _Lookup:
             return [w]
         found = sorted(p for p in paths if w.endswith("/" + p) or p.endswith("/" + w))
         return found if len(found) <= KNOWN_PATH_MATCHES else []
+
+    def project_names(self) -> frozenset[str]:
+        return _top_folders(symbols.symbol_index(self.ws).paths)
+
+
+@lru_cache(maxsize=8)
+def _top_folders(paths: frozenset[str]) -> frozenset[str]:
+    """Lower-cased folder names at the top two levels of ``paths`` (cached per commit's set)."""
+    return frozenset(part.lower() for p in paths for part in p.split("/")[:-1][:2])
 
 
 def _result(hit: Hit) -> Result:

@@ -46,13 +46,13 @@ def test_symbol_like_questions(question: str, symbol: bool) -> None:
 
 def test_capitalised_words_skip_sentence_starts() -> None:
     assert capitalised_words("How does Flask pick an error handler? Which Blueprint wins?") == ["Flask", "Blueprint"]
-    assert capitalised_words("Depends") == ["Depends"] and capitalised_words("session") == []
+    assert capitalised_words("Depends") == ["Depends"] and capitalised_words("session") == ["session"]
 
 
 def test_long_question_reads_frames_paths_and_exceptions() -> None:
     q = analyse(TRACEBACK)
     assert q.long and [f.function for f in q.frames] == ["<module>", "add", "validate"]
-    assert q.identifiers[:2] == ["validate", "add"]  # innermost frame first
+    assert "validate" not in q.identifiers and "validate" in q.dense_text  # frames are matched as frames
     assert q.exceptions[0] == "Invalid" and "shop.rules.Invalid" in q.identifiers and any(p.endswith("shop/rules.py") for p in q.paths)
     assert "Invalid: 0" in q.dense_text.splitlines()[1]  # the exception line, not only the opening words
     assert q.term_weights and q.term_weights["validate"] > q.term_weights["upgrading"]
@@ -80,6 +80,9 @@ class Lookup:
     def known_paths(self, written: str) -> list[str]:
         return [c.path for c in self.chunks if written.endswith("/" + c.path)][:1]
 
+    def project_names(self) -> frozenset[str]:
+        return frozenset({"shop"})
+
 
 def test_fusion_weights_dense_less_for_a_symbol_question() -> None:
     def scores(question: str, off: tuple[str, ...] = ()) -> dict[str, float]:
@@ -102,6 +105,15 @@ def test_a_definition_always_wins_and_more_in_a_file_named_after_it() -> None:
     assert [c.key for c in out][:3] == ["def2", "def", "use"]
     assert out[0].score == pytest.approx(1.5 * out[1].score)
     assert [c.key for c in rank(analyse("QuantityError"), cands, 4, lookup, ("definitions",))][0] == "use"
+
+
+def test_the_last_definition_of_a_name_in_a_file_wins_over_overload_stubs() -> None:
+    chunks = [cand("stub", "shop/ctx.py", line=1), cand("impl", "shop/ctx.py", line=10)]
+    lookup = Lookup({"current": [DefinitionSite("current", "shop/ctx.py", 2), DefinitionSite("current", "shop/ctx.py", 11)]},
+                    chunks)
+    cands = [cand("use", "shop/cart.py", dense=0.9, sparse=5.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    keys = [c.key for c in rank(analyse("where is `current` implemented"), cands, 4, lookup, ("saturation",))]
+    assert keys[0] == "impl" and keys.index("stub") > keys.index("use")  # the stub gains half
 
 
 def test_saturation_lets_another_file_in() -> None:

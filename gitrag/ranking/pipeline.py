@@ -39,6 +39,9 @@ class Lookup(Protocol):
     def known_paths(self, written: str) -> list[str]:
         """Indexed paths that ``written`` (as printed in a traceback or text) refers to."""
 
+    def project_names(self) -> frozenset[str]:
+        """Lower-cased names of the folders at the top two levels (``src``, ``flask``)."""
+
 
 @dataclass(frozen=True)
 class Ranked:
@@ -46,6 +49,26 @@ class Ranked:
 
     key: str
     score: float
+
+
+def frame_sites(query: Query, lookup: Lookup) -> list[list[DefinitionSite]]:
+    """Per traceback frame that names an indexed file, innermost first, the definitions of
+    its function in that file: the one spanning the frame's line when the line numbers agree
+    (the trace may come from another version), else every one of that name there."""
+    out: list[list[DefinitionSite]] = []
+    seen: set[tuple[str, str]] = set()
+    for frame in reversed(query.frames):
+        if not frame.function or frame.function.startswith("<"):
+            continue
+        paths = set(lookup.known_paths(frame.path))
+        if not paths or (frame.path, frame.function) in seen:
+            continue
+        seen.add((frame.path, frame.function))
+        sites = [s for s in lookup.definitions(frame.function, True) if s.path in paths]
+        spanning = [s for s in sites if s.line <= frame.line <= s.end_line]
+        if sites:
+            out.append(spanning[-1:] or sites)
+    return out
 
 
 def check(disabled: Collection[str]) -> frozenset[str]:
@@ -74,7 +97,8 @@ def rank(
     weight = stages.DENSE_WEIGHT_SYMBOL if query.symbol_like and "query-weights" not in off else stages.DENSE_WEIGHT
     stages.fuse(cands, weight)
     if "definitions" not in off:
-        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at)
+        frames = (lambda: frame_sites(query, lookup)) if query.frames else None
+        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
         stages.boost_path_match(cands, query, lookup.known_paths)
     if "coherence" not in off:

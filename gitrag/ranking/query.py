@@ -8,7 +8,8 @@ long question (a pasted issue, traceback or test output), the parts that carry t
   query (semble 0.7.0's rule, MIT).
 - ``identifiers``: code names written in the question (:func:`query_identifiers`), and
   ``capitalised``: plain capitalised words not at a sentence start (``Depends`` in
-  "how is Depends resolved"), which count only where the symbol graph defines them.
+  "how is Depends resolved") and the word of a one-word question, which count only where
+  the symbol graph defines a name spelled exactly so.
 - For a long question (more than ``LONG_WORDS`` words or a traceback): traceback frames
   ``File "x.py", line N, in f``, file paths, exception names, back-quoted and fenced code;
   ``dense_text`` is then a digest of those parts (a 256-token embedder sees only the start
@@ -74,11 +75,12 @@ def _is_path(token: str) -> bool:
 
 def capitalised_words(question: str) -> list[str]:
     """Capitalised words that do not start a sentence (``Depends`` in "how is Depends
-    resolved"), or the single word of a one-word question; in order, without repeats."""
+    resolved"), or the single word of a one-word question (``Flask``, ``g``: a one-word
+    question that is exactly a defined name is a lookup); in order, without repeats."""
     text = question.strip()
     if " " not in text:
         bare = text.rstrip("()")
-        return [bare] if bare[:1].isupper() and bare.replace("_", "").isalnum() else []
+        return [bare] if bare.replace("_", "").isalnum() else []
     out: list[str] = []
     for m in _CAPITALISED.finditer(text):
         before = text[: m.start()]
@@ -139,11 +141,31 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     q.frames = [Frame(m.group(1), int(m.group(2)), m.group(3) or "") for m in _FRAME.finditer(question)]
     q.paths = list(dict.fromkeys([*(f.path for f in q.frames), *(m.group(1) for m in _PATH.finditer(question))]))
     q.exceptions = list(dict.fromkeys([*_raised(question), *_EXCEPTION.findall(question)]))
-    funcs = [f.function for f in q.frames if f.function and not f.function.startswith("<")]
-    q.identifiers = list(dict.fromkeys([*reversed(funcs), *q.identifiers]))
+    # names in a traceback's frame and code lines are the call path, handled as frames; the
+    # prose around it (and back-quoted names anywhere) says what the question is about
+    prose = _without_frames(question)
+    ticks = [m.group(1).rstrip("()") for m in _BACKTICK.finditer(question)]
+    q.identifiers = list(dict.fromkeys([*ticks, *query_identifiers(prose)]))
+    q.capitalised = [w for w in capitalised_words(prose) if w not in q.exceptions]
     q.dense_text = _digest(question, q)
     q.term_weights = _term_weights(question, q)
     return q
+
+
+def _without_frames(question: str) -> str:
+    """``question`` minus traceback frame lines and the code line printed under each."""
+    out: list[str] = []
+    skip_code = False
+    for line in question.splitlines():
+        if _FRAME.search(line):
+            skip_code = True
+            continue
+        if skip_code and (line.startswith("    ") or not line.strip() or set(line.strip()) <= set("^~ ")):
+            continue
+        skip_code = False
+        if not line.startswith("Traceback (most recent call last)"):
+            out.append(line)
+    return "\n".join(out)
 
 
 def _raised(question: str) -> list[str]:
@@ -168,7 +190,8 @@ def _digest(question: str, q: Query) -> str:
     title = lines[0] if lines else ""
     exc_lines = [ln for ln in lines if any(ln.startswith(e) or f"{e}:" in ln for e in q.exceptions)][-2:]
     code = [m.group(1).strip() for m in _FENCE.finditer(question)]
-    names = [*q.identifiers[:20], *q.exceptions]
+    funcs = [f.function for f in reversed(q.frames) if f.function and not f.function.startswith("<")]
+    names = list(dict.fromkeys([*funcs[:10], *q.identifiers[:20], *q.exceptions]))
     parts = [title, *exc_lines, " ".join(names), *code, question]
     out: list[str] = []
     size = 0
@@ -187,7 +210,8 @@ def _term_weights(question: str, q: Query) -> dict[str, float]:
     from gitrag import sparse  # ranking sits above sparse; imported here to keep query.py light
 
     counts = Counter(sparse.terms(question))
-    code_text = " ".join([*q.identifiers, *q.exceptions, *(p.replace("/", " ") for p in q.paths)])
+    funcs = [f.function for f in q.frames if f.function and not f.function.startswith("<")]
+    code_text = " ".join([*funcs, *q.identifiers, *q.exceptions, *(p.replace("/", " ") for p in q.paths)])
     code_terms = set(sparse.terms(code_text))
     weights = {t: (1.0 + math.log(n)) * (CODE_TERM_BOOST if t in code_terms else 1.0) for t, n in counts.items()}
     kept = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TERMS]

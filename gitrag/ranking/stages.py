@@ -39,6 +39,9 @@ DEFINITION_BOOST = 3.0
 DEFINITION_STEM_FACTOR = 1.5
 #: A name inside a sentence may be incidental ("how does X call Y"): half strength.
 EMBEDDED_FACTOR = 0.5
+#: A name defined several times in one file (``@overload`` stubs, a redefinition): the last
+#: definition is the one that runs, the earlier ones gain only this share of the boost.
+REDEFINED_FACTOR = 0.5
 #: More definitions than this for one name (``get``, ``__init__``) say nothing about which.
 MAX_DEFINITIONS = 5
 #: A long question names many identifiers; only the first few (traceback frames innermost
@@ -69,7 +72,7 @@ COHERENCE = 0.2
 #: "how does X work" they crowd it out (on real issues, a wrong first file was documentation
 #: 20 times out of 35). They are kept findable, only scaled, and not at all when the question
 #: asks for them (``test``, ``example``, ``docs``, ``changelog`` ...).
-STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, .github
+STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, hidden folders (.github/, .agents/)
 DOCS_PRIOR = 0.5  # prose documentation (docs/, *.md, *.rst)
 INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
 
@@ -137,11 +140,12 @@ def fuse(cands: dict[str, Candidate], dense_weight: float) -> None:
 
 @dataclass(frozen=True)
 class DefinitionSite:
-    """Where a name is defined: the file and the definition's first line."""
+    """Where a name is defined: the file, the definition's first and last line."""
 
     name: str
     path: str
     line: int
+    end_line: int = 0
 
 
 def stem_matches(path: str, name: str) -> bool:
@@ -157,13 +161,21 @@ def boost_definitions(
     query: Query,
     definitions: Callable[[str, bool], list[DefinitionSite]],
     chunks_at: Callable[[DefinitionSite], list[Candidate]],
+    project_names: Callable[[], frozenset[str]] | None = None,
+    frame_sites: Callable[[], list[list[DefinitionSite]]] | None = None,
 ) -> None:
     """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
     (in place; definition chunks that were not candidates join with the boost alone).
 
     ``definitions(name, exact_case)`` gives a name's definition sites from the symbol graph
     (``exact_case``: only definitions spelled exactly so, for capitalised English words);
-    ``chunks_at(site)`` the chunks holding a site's first line."""
+    ``chunks_at(site)`` the chunks holding a site's first line; ``project_names()`` the
+    lower-cased top folder names (``fastapi``, ``flask``): "how does Flask pick a handler"
+    names the project, not its ``Flask`` class, so a capitalised word inside a sentence
+    that is a project name is not looked up (a one-word question still is). For a long
+    question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
+    frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
+    the failure happened there, and the fix is usually in the innermost frames."""
     top = top_score(cands)
     if top <= 0:
         return
@@ -171,7 +183,9 @@ def boost_definitions(
     if query.symbol_like:
         wanted.append((query.text.strip().rstrip("()"), False, 1.0))
     wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers]
-    wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised]
+    project = project_names() if project_names else frozenset()
+    wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
+               if query.symbol_like or n.lower() not in project]
     gains: dict[str, float] = {}
     chunks: dict[str, Candidate] = {}
     seen: set[str] = set()
@@ -188,180 +202,30 @@ def boost_definitions(
         used += 1
         short = re.split(r"::|->|\\.|#", name)[-1]
         per_name: dict[str, float] = {}
+        last: dict[tuple[str, str], int] = {}
+        for x in sites:
+            last[(x.path, x.name)] = max(last.get((x.path, x.name), 0), x.line)
         for site in sites:
             gain = DEFINITION_BOOST * top * weight * (DEFINITION_STEM_FACTOR if stem_matches(site.path, short) else 1.0)
+            if site.line != last[(site.path, site.name)]:
+                gain *= REDEFINED_FACTOR
             for chunk in chunks_at(site):
                 per_name[chunk.key] = max(per_name.get(chunk.key, 0.0), gain)
                 chunks.setdefault(chunk.key, chunk)
         for key, gain in per_name.items():
             gains[key] = gains.get(key, 0.0) + gain
+    if query.long and frame_sites:
+        for rank, sites in enumerate(frame_sites()):  # innermost in-repository frame first
+            gain = DEFINITION_BOOST * top / (1 + rank)
+            for site in sites:
+                for chunk in chunks_at(site):
+                    chunks.setdefault(chunk.key, chunk)
+                    gains[chunk.key] = gains.get(chunk.key, 0.0) + gain
     for key, gain in gains.items():
         if key in cands:
             cands[key].score += gain
         else:
             cands[key] = replace(chunks[key], score=gain)
-
-
-# -- path match -------------------------------------------------------------------------------
-
-#: Query words that name a file or its folder (``sessions`` -> ``sessions.py``, ``routing``
-#: -> ``routing.py``): a file is usually named after what it does. Gain: top score x
-#: (matched words / query words), when at least ``PATH_MATCH_MIN_RATIO`` of the words match.
-PATH_MATCH_BOOST = 1.0
-PATH_MATCH_MIN_RATIO = 0.1
-PATH_MATCH_MIN_PREFIX = 3  # "depend" meets "dependencies": prefixes of 3+ letters match
-#: A file a long question names (a traceback frame, a path in the text) gains this x top
-#: score on every chunk, innermost frame most: it is where the failure happened.
-NAMED_FILE_BOOST = 1.0
-
-# -- coherence --------------------------------------------------------------------------------
-
-#: A file with several good chunks is more likely the answer than one lucky chunk: each
-#: file's best chunk gains 0.2 x top score x (the file's summed score / the largest sum).
-COHERENCE = 0.2
-
-# -- path priors ------------------------------------------------------------------------------
-
-#: Tests, compatibility shims, examples and documentation restate the implementation; for
-#: "how does X work" they crowd it out (on real issues, a wrong first file was documentation
-#: 20 times out of 35). They are kept findable, only scaled, and not at all when the question
-#: asks for them (``test``, ``example``, ``docs``, ``changelog`` ...).
-STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, .github
-DOCS_PRIOR = 0.5  # prose documentation (docs/, *.md, *.rst)
-INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
-
-# -- saturation -------------------------------------------------------------------------------
-
-#: In the greedy top-k, the n-th further chunk of a file already chosen is scaled by
-#: 0.5 ** n: ten chunks of one file answer one question; other files may answer it better.
-SATURATION_DECAY = 0.5
-SATURATION_FREE = 1  # chunks of a file taken before the decay starts
-
-
-@dataclass
-class Candidate:
-    """A chunk being ranked. ``key`` is its point id; ``dense``/``sparse`` the raw list
-    scores (None when that list did not return it); ``score`` the running score."""
-
-    key: str
-    path: str
-    start_line: int
-    end_line: int
-    symbol: str = ""
-    kind: str = ""
-    score: float = 0.0
-    dense: float | None = None
-    sparse: float | None = None
-    payload: dict = field(default_factory=dict)
-
-    def sort_key(self) -> tuple[float, str, int, str]:
-        """Best first; equal scores by path, line and point id, so the order is stable."""
-        return (-self.score, self.path, self.start_line, self.key)
-
-
-def ordered(cands: Iterable[Candidate]) -> list[Candidate]:
-    return sorted(cands, key=Candidate.sort_key)
-
-
-def top_score(cands: dict[str, Candidate]) -> float:
-    return max((c.score for c in cands.values()), default=0.0)
-
-
-# -- fusion -----------------------------------------------------------------------------------
-
-
-def _normalised(values: dict[str, float]) -> dict[str, float]:
-    """Min-max to [0, 1]; a single value (or all equal) maps to 1."""
-    if not values:
-        return {}
-    lo, hi = min(values.values()), max(values.values())
-    span = hi - lo
-    return {k: (v - lo) / span if span > 1e-12 else 1.0 for k, v in values.items()}
-
-
-def fuse(cands: dict[str, Candidate], dense_weight: float) -> None:
-    """``score = w * norm(dense) + (1 - w) * norm(sparse)``; a list that did not return a
-    chunk contributes 0 for it (in place). An empty list keeps its weight: a top score
-    of 1.0 means first in both lists, at most ``w`` or ``1 - w`` found by one list only."""
-    d = _normalised({k: c.dense for k, c in cands.items() if c.dense is not None})
-    s = _normalised({k: c.sparse for k, c in cands.items() if c.sparse is not None})
-    for k, c in cands.items():
-        c.score = dense_weight * d.get(k, 0.0) + (1 - dense_weight) * s.get(k, 0.0)
-
-
-# -- definitions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DefinitionSite:
-    """Where a name is defined: the file and the definition's first line."""
-
-    name: str
-    path: str
-    line: int
-
-
-def stem_matches(path: str, name: str) -> bool:
-    """The file stem is the name (``sessions.py``/``Session``, ``http_adapter.py``/``HTTPAdapter``)."""
-    stem = PurePosixPath(path).stem.lower()
-    name = name.lower()
-    flat = stem.replace("_", "")
-    return name in (stem, flat, stem.rstrip("s"), flat.rstrip("s")) or name.replace("_", "") in (flat, flat.rstrip("s"))
-
-
-def boost_definitions(
-    cands: dict[str, Candidate],
-    query: Query,
-    definitions: Callable[[str, bool], list[DefinitionSite]],
-    chunks_at: Callable[[DefinitionSite], list[Candidate]],
-) -> None:
-    """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
-    (in place; definition chunks that were not candidates join with the boost alone).
-
-    ``definitions(name, exact_case)`` gives a name's definition sites from the symbol graph;
-    ``chunks_at(site)`` the chunks holding a site's first line."""
-    top = top_score(cands)
-    if top <= 0:
-        return
-    names: list[tuple[str, float]] = []
-    if query.symbol_like:
-        names.append((query.text.strip().rstrip("()"), 1.0))
-    factor = 1.0 if query.symbol_like else EMBEDDED_FACTOR
-    idents = [(n, False) for n in query.identifiers] + [(n, True) for n in query.capitalised]
-    seen = {n for n, _ in names}
-    limit = LONG_MAX_IDENTIFIERS if query.long else len(idents)
-    found = 0
-    for name, exact_case in idents:
-        if found >= limit:
-            break
-        if name in seen:
-            continue
-        seen.add(name)
-        sites = definitions(name, exact_case)
-        if not sites or len(sites) > MAX_DEFINITIONS:
-            continue
-        weight = factor / (1 + found) if query.long else factor
-        names.append((name, weight))
-        found += 1
-    for name, weight in names:
-        sites = definitions(name, False) if query.symbol_like and weight == 1.0 else definitions(name, True)
-        if len(sites) > MAX_DEFINITIONS:
-            sites = sites[:MAX_DEFINITIONS]
-        for site in sites:
-            gain = DEFINITION_BOOST * top * weight
-            if stem_matches(site.path, name.split(".")[-1]):
-                gain *= DEFINITION_STEM_FACTOR
-            for chunk in chunks_at(site):
-                have = cands.get(chunk.key)
-                if have is None:
-                    cands[chunk.key] = replace(chunk, score=gain)
-                elif not getattr(have, "_defined", False):
-                    have.score += gain
-                # one boost per chunk and name: several sites of a name in one chunk count once
-                object.__setattr__(cands[chunk.key], "_defined", True)
-        for c in cands.values():
-            if hasattr(c, "_defined"):
-                del c._defined
 
 
 # -- path match -------------------------------------------------------------------------------
@@ -386,15 +250,14 @@ def _path_parts(path: str) -> set[str]:
     return parts
 
 
+def _prefix_match(a: str, b: str) -> bool:
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= PATH_MATCH_MIN_PREFIX and long.startswith(short)
+
+
 def _overlap(words: set[str], parts: set[str]) -> int:
-    n = 0
-    for w in words:
-        if w in parts or any(
-            len(min(w, p, key=len)) >= PATH_MATCH_MIN_PREFIX and max(w, p, key=len).startswith(min(w, p, key=len))
-            for p in parts
-        ):
-            n += 1
-    return n
+    """How many query words equal a path part or are a 3+ letter prefix of one (or it of them)."""
+    return sum(1 for w in words if w in parts or any(_prefix_match(w, p) for p in parts))
 
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
@@ -455,7 +318,7 @@ _TEST_FILE = re.compile(
 _TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing)/")
 _COMPAT_DIR = re.compile(r"(?:^|/)(?:compat|_compat|legacy)/")
 _EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?)/")
-_META = re.compile(r"(?:^|/)(?:\.github/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$)", re.I)
+_META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$)", re.I)  # .github/, .agents/
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|rst|txt|adoc)$", re.I)
 
 _ASKS = {
