@@ -8,7 +8,7 @@ the one-function sync to the full index, and peak RSS.
     python bench/bench_index.py [--corpus DIR] [--files N] [--embedder local|hash]
 
 Without --corpus it builds the running Python's standard library as a one-commit git
-repository with shared/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
+repository with bench/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
 files (sorted by path) in a commit of its own, to bound the run time.
 """
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MAKE_STDLIB = HERE.parent.parent / "shared" / "eval" / "make_stdlib_corpus.sh"
+MAKE_STDLIB = HERE / "eval" / "make_stdlib_corpus.sh"
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
 
 

@@ -1,6 +1,6 @@
 """The ranking stages after retrieval, each a plain function over scored candidates.
 
-Every constant carries the reason it has this value; BENCHMARKS.md ("Ranking stages")
+Every constant carries the reason it has this value; BENCHMARKS.md ("Ranking pipeline (issue 11)")
 has the measured effect of switching each stage off (``gitrag eval --ablate STAGE``).
 Several ideas come from semble 0.7.0 (MIT): the query-type fusion weight, the definition
 boost that always wins, file coherence, path penalties and file saturation; they are
