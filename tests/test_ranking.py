@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gitrag.cli import cli
 from gitrag.errors import EXIT_USAGE
@@ -16,7 +17,6 @@ from gitrag.ranking.query import capitalised_words, is_symbol_query
 from gitrag.retrieval import search
 from gitrag.workspace import open_workspace
 from tests.gitutil import Repo, index
-from click.testing import CliRunner
 
 PREAMBLE = ("We deploy the shop service with docker compose on staging; after upgrading the base image the "
             "deploy script restarts the workers, the workers restart the queue and the staging deploy fails. ") * 3
