@@ -14,13 +14,14 @@ to the ``on_text`` callback. A chat failure never raises: it comes back as
 
 Weak evidence (``evidence_strength``), measured on the fused/raw scores:
 
-* ``hybrid`` (RRF, k=60, rank from 0: each ranked list adds 1/(60 + rank) to a result;
-  the lists are the dense and the sparse search, plus the reranker's list of chunks
-  defining identifiers named in the question): weak when the top score is below
-  ``HYBRID_MIN`` = 0.6 x 2/60 = 0.02. A result found by only one list scores at most
-  1/60 = 0.0167, one found by two (within the 40 prefetched each) at least 2/99 =
-  0.0202: weak means *no result was found by two of the lists*. A question without a
-  single sparse term runs dense only, so it is judged by the dense rule.
+* ``hybrid`` (gitrag.ranking: ``w * dense + (1 - w) * sparse`` over min-max normalised
+  list scores, w = 0.5, 0.3 for a one-token question, then boosts relative to the top):
+  weak when the top score is below ``HYBRID_MIN`` = 0.75. A chunk first in both lists
+  scores 1.0 before boosts; one that only one list found at most its list's weight (0.5,
+  or 0.7 for the sparse list of a one-token question) plus the file coherence bonus
+  (at most 0.2); a definition the question names gains 1.5-4.5x the top: weak means *no
+  result was found well by both lists, nor defines a name the question uses*. A question
+  without a single sparse term runs dense only, so it is judged by the dense rule.
 * ``dense``: top cosine similarity below ``DENSE_MIN`` = 0.3.
 * ``sparse``: top BM25 score below ``SPARSE_MIN`` = 2.0 (one rare term matched barely).
 * any mode: the top ten scores are flat, ``(s1 - s10) / s1 < FLAT_SPREAD`` (2 %): no
@@ -37,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 from gitrag import sparse
 from gitrag.errors import GitragError
-from gitrag.store.base import RRF_K
 
 if TYPE_CHECKING:
     from gitrag.config import Settings
@@ -47,7 +47,7 @@ EVIDENCE_BUDGET = 3000  # tokens of evidence sent to the chat model
 CHARS_PER_TOKEN = 3  # conservative for code (real tokenizers: ~3.5-4 chars per token)
 MIN_ITEM_TOKENS = 100  # a truncated evidence item smaller than this is dropped instead
 ANSWER_RESERVE = 1024  # tokens of context left for the answer (num_ctx)
-HYBRID_MIN = 0.6 * 2 / RRF_K
+HYBRID_MIN = 0.75
 DENSE_MIN = 0.3
 SPARSE_MIN = 2.0
 FLAT_SPREAD = 0.02

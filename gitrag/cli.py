@@ -14,6 +14,7 @@ import click
 
 from gitrag import __version__
 from gitrag.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
+from gitrag.ranking.pipeline import STAGES as RANKING_STAGES
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (every field: README, \"JSON output\").")
@@ -120,13 +121,16 @@ def gc(repo: str, as_json: bool) -> None:
 @REPO
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["hybrid", "dense", "sparse", "rrf", "grep", "ripgrep"]),
               help="A mode to run; repeat for several. Default: hybrid, dense, sparse and the grep baseline. "
-                   "rrf is hybrid without the reranker; ripgrep is the semble benchmark's baseline.")
+                   "rrf is the store's RRF fusion without the ranking stages; ripgrep is the semble benchmark's baseline.")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 100), help="Results per question.")
 @click.option("--scope", default=None, help="Only score results under this path prefix (semble files set their own).")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
               help="Leave out paths matching this gitignore-style glob (repeatable), in every mode.")
+@click.option("--ablate", "ablate", multiple=True, type=click.Choice(list(RANKING_STAGES)),
+              help="Also run hybrid with this ranking stage switched off, as mode hybrid-STAGE (repeatable).")
 @JSON
 def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, exclude: tuple[str, ...],
+          ablate: tuple[str, ...],
           as_json: bool) -> None:
     """Measure retrieval quality on a question set: recall@1/5/10, MRR@10, nDCG@10.
 
@@ -136,7 +140,7 @@ def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str 
     """
     from gitrag.commands.eval import evaluate
 
-    _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json, exclude))
+    _exit(lambda: evaluate(questions, repo, modes, k, scope, as_json, ablate, exclude))
 
 
 @cli.command()

@@ -1,17 +1,19 @@
 """Question -> ranked, citable code locations.
 
-    embed the question (dense) and take its code-aware terms (sparse)
-    -> one store query: dense + sparse prefetches fused by RRF (k = 60), or one of them
+    analyse the question (gitrag.ranking.query), embed it (dense), take its code-aware terms (sparse)
+    -> two store queries, the dense and the sparse list -> gitrag.ranking (fusion, stages, top k)
     -> snippets read back from the git object database by (blob id, byte range)
     -> freshness: the commit answered from, HEAD now, work-tree files not in the index
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from gitrag import rerank, sparse, symbols
+from gitrag import ranking, sparse, symbols
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
 from gitrag.ranking.pieces import merge_pieces
@@ -20,8 +22,7 @@ from gitrag.workspace import Workspace
 
 MODES = ("hybrid", "dense", "sparse")
 PREFETCH = 50  # candidates from each of the dense and sparse lists (40: mean nDCG@10 0.734, 50: 0.746)
-CANDIDATES = 50  # fused candidates handed to the reranker
-DEFINITIONS_PER_IDENTIFIER = 3
+KNOWN_PATH_MATCHES = 3  # a bare file name in a long question ("core.py") may name at most this many files
 EXPAND_TOP = 3  # results whose dependencies --expand follows
 EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
 
@@ -89,21 +90,31 @@ def freshness(ws: Workspace) -> Freshness:
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    snippets: bool = True, rerank_results: bool = True, expand: int = 0, merge: bool = True,
+    snippets: bool = True, rerank_results: bool = True, expand: int = 0, disable: Collection[str] = (),
+    merge: bool = True,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
-    ``mode``: ``hybrid`` (dense + sparse, RRF k=60 per Cormack et al. 2009), ``dense`` or
-    ``sparse``; hybrid results are then reranked with definition matches (see
-    gitrag.rerank) unless ``rerank_results`` is False. ``expand`` > 0 appends, after the
-    ``k`` results, the definitions the top results call or inherit from, up to that many
-    hops away, scored ``parent score * 0.5 ** hops`` (``expanded_from`` names the parent).
-    ``merge``: touching pieces of one definition become one result (gitrag.ranking.pieces)
-    before the top ``k`` are taken. ``scope.exclude`` globs are resolved against the
-    branch's manifest here, so the store leaves those paths out of the query itself.
-    Raises NotIndexed when the branch has no index, ConfigError for a bad mode."""
+    ``mode``: ``hybrid`` (the dense and the sparse list, ``PREFETCH`` each, ranked by
+    gitrag.ranking: score fusion weighted by query type, definitions, path match,
+    coherence, path priors, file saturation), ``dense`` or ``sparse`` (one list, raw
+    cosine / BM25 scores). ``rerank_results=False`` gives the store's plain RRF fusion
+    (k = 60, Cormack et al. 2009) instead of the ranking. ``disable``: ranking stages to
+    switch off by name (gitrag.ranking.STAGES). Equal scores are ordered by path, start
+    line and point id, so the same question gives the same list. ``expand`` > 0 appends,
+    after the ``k`` results, the definitions the top results call or inherit from, up to
+    that many hops away, scored ``parent score * 0.5 ** hops`` (``expanded_from`` names
+    the parent). ``merge``: touching pieces of one definition become one result
+    (gitrag.ranking.pieces) before the top ``k`` are taken. ``scope.exclude`` globs are
+    resolved against the branch's manifest here, so the store leaves those paths out of
+    the query itself. Raises NotIndexed when the branch has no index, ConfigError for a bad
+    mode or an unknown stage."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    try:
+        off = ranking.check(disable)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     name = ws.repo.branch()
     ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
@@ -116,18 +127,20 @@ def search(
         )
     if scope is not None and scope.exclude:
         scope = scope.resolve(ws.state.files(branch.name))
-    dense = ws.embedder.embed_query(question) if mode in ("hybrid", "dense") else None
-    terms = sparse.query_vector(question) if mode in ("hybrid", "sparse") else None
-    if terms is not None and not terms.indices and dense is None:
-        return []
+    query = ranking.analyse(question, long_questions="long-query" not in off)
+    dense = ws.embedder.embed_query(query.dense_text) if mode in ("hybrid", "dense") else None
+    terms = sparse.query_vector(question, query.term_weights) if mode in ("hybrid", "sparse") else None
     if terms is not None and not terms.indices:
-        terms = None
-    rerank_results = rerank_results and mode == "hybrid"
-    limit = max(k, CANDIDATES) if rerank_results else (2 * k if merge else k)  # merging frees places
-    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, prefetch=max(PREFETCH, k), scope=scope)
-    results = [_result(h) for h in hits]
-    if rerank_results:
-        results = _rerank(ws, branch.name, question, results, scope)
+        if dense is None:
+            return []
+        terms = None  # no sparse term (``g``, ``? !``): the dense list alone, raw cosines unless it names a symbol
+    coll = branch.collection
+    want = 2 * k if merge else k  # merging pieces frees places
+    if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
+        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off)
+    else:
+        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope)
+        results = sorted((_result(h) for h in hits), key=_stable)
     if merge:
         results = merge_pieces(results)
     results = results[:k]
@@ -137,6 +150,75 @@ def search(
         for r in results:
             r.snippet = read_snippet(ws, r)
     return results
+
+
+def _stable(r: Result) -> tuple[float, str, int, str]:
+    return (-r.score, r.path, r.start_line, r.point_id)
+
+
+def _ranked(
+    ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
+    off: frozenset[str],
+) -> list[Result]:
+    """The dense and the sparse list, fetched separately, through gitrag.ranking."""
+    coll = ws.state.branch(branch).collection
+    limit = max(PREFETCH, k)
+    cands: dict[str, ranking.Candidate] = {}
+    for hit in ws.store.search(coll, dense=dense, sparse=None, limit=limit, scope=scope):
+        cands[hit.id] = _candidate(hit.id, hit.payload, dense=float(hit.score))
+    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope) if terms else ():
+        if hit.id in cands:
+            cands[hit.id].sparse = float(hit.score)
+        else:
+            cands[hit.id] = _candidate(hit.id, hit.payload, sparse=float(hit.score))
+    ranked = ranking.rank(query, list(cands.values()), k, _Lookup(ws, branch, scope), off)
+    return [_from_payload(c.key, c.payload, c.score) for c in ranked]
+
+
+def _candidate(point_id: str, payload: dict[str, Any], score: float = 0.0, **scores: float) -> ranking.Candidate:
+    p = payload
+    return ranking.Candidate(point_id, p["path"], p["start_line"], p["end_line"], p.get("symbol", ""), p.get("kind", ""),
+                             score, payload=p, **scores)
+
+
+class _Lookup:
+    """gitrag.ranking's view of the index: definitions from the symbol graph, chunks from
+    the state database, paths of the branch; all within ``scope``."""
+
+    def __init__(self, ws: Workspace, branch: str, scope: SearchFilter | None) -> None:
+        self.ws, self.branch, self.scope = ws, branch, scope
+        self._points: dict[str, list[Any]] = {}
+
+    def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
+        found = symbols.find_definitions(self.ws, name)
+        if exact_case:
+            last = symbols.split_name(name)[-1:]
+            found = [d for d in found if d.segments[-1:] == last]
+        return [ranking.DefinitionSite(d.name, d.path, d.start_line, d.end_line) for d in found
+                if not self.scope or _in_scope(d, self.scope)]
+
+    def chunks_at(self, site: ranking.DefinitionSite) -> list[ranking.Candidate]:
+        if site.path not in self._points:
+            self._points[site.path] = self.ws.state.points(self.branch, [site.path])
+        return [_candidate(r.point_id, r.payload) for r in self._points[site.path]
+                if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
+
+    def known_paths(self, written: str) -> list[str]:
+        w = written.replace("\\", "/").lstrip("./")
+        paths = symbols.symbol_index(self.ws).paths
+        if w in paths:
+            return [w]
+        found = sorted(p for p in paths if w.endswith("/" + p) or p.endswith("/" + w))
+        return found if len(found) <= KNOWN_PATH_MATCHES else []
+
+    def project_names(self) -> frozenset[str]:
+        return _top_folders(symbols.symbol_index(self.ws).paths)
+
+
+@lru_cache(maxsize=8)
+def _top_folders(paths: frozenset[str]) -> frozenset[str]:
+    """Lower-cased folder names at the top two levels of ``paths`` (cached per commit's set)."""
+    return frozenset(part.lower() for p in paths for part in p.split("/")[:-1][:2])
 
 
 def _result(hit: Hit) -> Result:
@@ -151,36 +233,8 @@ def _from_payload(point_id: str, p: dict[str, Any], score: float) -> Result:
     )
 
 
-def _rerank(ws: Workspace, branch: str, question: str, results: list[Result], scope: SearchFilter | None) -> list[Result]:
-    """Fuse the chunks defining the question's identifiers into the ranking (see gitrag.rerank)."""
-    idents = rerank.query_identifiers(question)
-    if not idents:
-        return results
-    defs = _definition_results(ws, branch, idents, scope)
-    by_key = {r.point_id: r for r in [*results, *defs]}
-    fused = rerank.fuse_definitions([_candidate(r) for r in results], [_candidate(r) for r in defs])
-    out = []
-    for c in fused:
-        r = by_key[c.key]
-        r.score = round(c.score, 6)
-        out.append(r)
-    return out
-
-
-def _candidate(r: Result) -> rerank.Candidate:
-    return rerank.Candidate(r.point_id, r.path, r.start_line, r.end_line, r.symbol, r.score)
-
-
-def _definition_results(ws: Workspace, branch: str, idents: list[str], scope: SearchFilter | None) -> list[Result]:
-    """Chunks holding the definitions of ``idents``, in identifier order, then match order."""
-    out: dict[str, Result] = {}
-    for ident in idents:
-        for d in symbols.find_definitions(ws, ident)[:DEFINITIONS_PER_IDENTIFIER]:
-            if scope and not _in_scope(d, scope):
-                continue
-            for r in _chunks_at(ws, branch, d):
-                out.setdefault(r.point_id, r)
-    return list(out.values())
+def _as_candidate(r: Result) -> ranking.Candidate:
+    return ranking.Candidate(r.point_id, r.path, r.start_line, r.end_line, r.symbol, r.kind, r.score)
 
 
 def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None) -> list[Result]:
@@ -188,7 +242,7 @@ def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, sc
     found: dict[str, Result] = {}
     parents = {r.point_id: r for r in results}
 
-    def neighbours(c: rerank.Candidate) -> list[tuple[rerank.Candidate, int]]:
+    def neighbours(c: ranking.Candidate) -> list[tuple[ranking.Candidate, int]]:
         out = []
         name = c.symbol.split(", ")[0]
         if not name or name.startswith("<"):
@@ -201,10 +255,10 @@ def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, sc
             for r in _chunks_at(ws, branch, d):
                 r.expanded_from = f"{c.path}:{c.start_line}-{c.end_line}"
                 found.setdefault(r.point_id, r)
-                out.append((_candidate(r), link.hop))
+                out.append((_as_candidate(r), link.hop))
         return out
 
-    ranked = rerank.expand([_candidate(r) for r in results], neighbours, top=EXPAND_TOP)
+    ranked = ranking.expand([_as_candidate(r) for r in results], neighbours, top=EXPAND_TOP)
     out = []
     for c in ranked:
         if c.key not in parents and c.key in found:
@@ -244,7 +298,7 @@ def ask(
     if not files:
         results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
         return AskResponse(question, freshness(ws), results, None, mode)
-    chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, CANDIDATES), mode=mode, scope=scope,
+    chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
                     snippets=False)
     results = chunks[:k]
     if expand > 0:

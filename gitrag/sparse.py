@@ -107,9 +107,17 @@ def document_vector(text: str) -> SparseVec:
     return _vector(weights)
 
 
-def query_vector(text: str) -> SparseVec:
-    """Sparse vector of a question: weight 1 per distinct term."""
-    return _vector({term_id(t): 1.0 for t in dict.fromkeys(terms(text))})
+def query_vector(text: str, weights: dict[str, float] | None = None) -> SparseVec:
+    """Sparse vector of a question: weight 1 per distinct term of ``text``, or, with
+    ``weights`` (term -> weight, e.g. from gitrag.ranking.query for a long question), those
+    weights and ``text`` unused. The store multiplies each by the term's IDF."""
+    if weights is None:
+        return _vector({term_id(t): 1.0 for t in dict.fromkeys(terms(text))})
+    out: dict[int, float] = {}
+    for term, weight in weights.items():
+        tid = term_id(term)
+        out[tid] = out.get(tid, 0.0) + float(weight)
+    return _vector(out)
 
 
 def with_path(vec: SparseVec, path: str, weight: float = 1.0) -> SparseVec:

@@ -136,7 +136,7 @@ def test_human_output_streams_answer_then_citations(indexed: Repo, stub: OllamaS
 def test_weak_evidence_skips_the_model(indexed: Repo, stub: OllamaStub) -> None:
     env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": stub.url}
     # no word of this question is in the repository and it names no identifier: only the
-    # dense search finds anything, so no result is found by two lists (top score <= 1/60)
+    # dense search finds anything, so no result is found by two lists (top score <= 0.5 + 0.2)
     res = _ask(indexed, "zebra quantum marmalade", env=env)
     assert res.exit_code == 0, res.stderr
     assert "the index has no strong match for 'zebra quantum marmalade'" in res.stdout
@@ -247,9 +247,9 @@ def test_strength_rules() -> None:
         return [Result("a.py", i, i, "", "", "", s) for i, s in enumerate(scores, 1)]
 
     assert evidence_strength([], "hybrid").weak
-    assert evidence_strength(rs(1 / 60, 1 / 61), "hybrid").weak  # found by one search only
-    assert not evidence_strength(rs(1 / 60 + 1 / 70, 1 / 61), "hybrid").weak
-    assert not evidence_strength(rs(3 / 60, 2 / 61), "hybrid", "where is `Greeter.greet`").weak  # 3 lists
+    assert evidence_strength(rs(0.5 + 0.2, 0.4), "hybrid").weak  # found by one list only (+ coherence)
+    assert not evidence_strength(rs(0.5 + 0.4, 0.5), "hybrid").weak  # found well by both lists
+    assert not evidence_strength(rs(3.0, 0.9), "hybrid", "where is `Greeter.greet`").weak  # a definition
     assert evidence_strength(rs(0.25, 0.2), "hybrid", "? !").weak  # a termless question: only dense ran (cosines)
     assert not evidence_strength(rs(0.45, 0.2), "hybrid", "? !").weak
     assert evidence_strength(rs(0.25, 0.2), "dense").weak

@@ -1,14 +1,13 @@
-"""Retrieval: sparse terms, hybrid fusion, definition reranking, scoping, snippets, freshness."""
+"""Retrieval: sparse terms, the ranking wired to the store, scoping, snippets, freshness, expansion."""
 
 from __future__ import annotations
 
 import pytest
 
-from gitrag.rerank import Candidate, expand, fuse_definitions, query_identifiers
+from gitrag.ranking import Candidate, expand, query_identifiers
 from gitrag.retrieval import ask, search
-from gitrag.sparse import query_vector, terms, with_path
+from gitrag.sparse import query_vector, term_id, terms, with_path
 from gitrag.store import SearchFilter
-from gitrag.store.base import RRF_K
 from gitrag.workspace import open_workspace
 from tests.gitutil import Repo, index
 
@@ -42,17 +41,14 @@ def test_query_identifiers(question: str, expected: list[str]) -> None:
     assert query_identifiers(question) == expected
 
 
-def test_definition_list_is_fused_by_rrf() -> None:
-    a, b, c = (Candidate(k, f"{k}.py", 1, 2, k, s) for k, s in (("a", 0.03), ("b", 0.02), ("c", 0.0)))
-    fused = fuse_definitions([a, b], [c, b])
-    assert [x.key for x in fused] == ["b", "a", "c"]
-    assert fused[0].score == pytest.approx(0.02 + 1 / (RRF_K + 1))
-    assert fused[2].score == pytest.approx(1 / RRF_K)
+def test_query_vector_takes_given_weights() -> None:
+    vec = query_vector("ignored", {"session": 2.0, "adapter": 1.0})
+    assert dict(zip(vec.indices, vec.values)) == {term_id("session"): 2.0, term_id("adapter"): 1.0}
 
 
 def test_expansion_decays_by_hop() -> None:
-    top = Candidate("t", "t.py", 1, 2, "t", 1.0)
-    callee = Candidate("c", "c.py", 1, 2, "c", 0.0)
+    top = Candidate("t", "t.py", 1, 2, "t", score=1.0)
+    callee = Candidate("c", "c.py", 1, 2, "c", score=0.0)
     out = expand([top], lambda cand: [(callee, 1)] if cand.key == "t" else [])
     assert [(x.key, x.score) for x in out] == [("t", 1.0), ("c", 0.5)]
 

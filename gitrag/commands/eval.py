@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gitrag import output
-from gitrag.errors import EXIT_OK
+from gitrag import output, ranking
+from gitrag.errors import EXIT_OK, ConfigError
 from gitrag.evaluation import load_dataset, run_dataset
 from gitrag.evaluation.grep import GrepBaseline, head_files
 from gitrag.evaluation.report import print_report
@@ -14,12 +14,28 @@ from gitrag.store import SearchFilter
 from gitrag.workspace import Workspace, open_workspace
 
 INDEX_MODES = ("hybrid", "dense", "sparse")
-ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: hybrid fusion without the reranker
+ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: the store's RRF fusion without gitrag.ranking
 DEFAULT_MODES = (*INDEX_MODES, "grep")
 
 
-def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool,
-             exclude: Sequence[str] = ()) -> int:
+def evaluate(
+    questions: str, repo: str, modes: Sequence[str], k: int, scope: str | None, as_json: bool,
+    ablate: Sequence[str] = (), exclude: Sequence[str] = (),
+) -> int:
+    """Index ``repo``, run every mode on the question set, print or emit the report.
+
+    ``ablate``: ranking stages (gitrag.ranking.STAGES); each adds a mode ``hybrid-STAGE``,
+    hybrid with that stage switched off, beside full hybrid (added when missing).
+    ``exclude``: gitignore-style globs left out of every mode."""
+    ablate = list(dict.fromkeys(ablate))
+    if ablate:
+        try:
+            ranking.check(ablate)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        modes = list(modes or DEFAULT_MODES)
+        if "hybrid" not in modes:
+            modes.insert(0, "hybrid")
     data = load_dataset(questions)
     excluded = SearchFilter(exclude=tuple(exclude)) if exclude else None  # checks the globs first
     scope = data.scope if scope is None else scope
@@ -29,7 +45,7 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
             summary = Indexer(ws, progress).sync()
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
-        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, excluded), k, scope)
+        report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, ablate, excluded), k, scope)
     finally:
         ws.close()
     if as_json:
@@ -41,8 +57,10 @@ def evaluate(questions: str, repo: str, modes: Sequence[str], k: int, scope: str
     return EXIT_OK
 
 
-def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None,
-               excluded: SearchFilter | None = None) -> dict[str, Callable[[str], Any]]:
+def _searchers(
+    ws: Workspace, modes: Sequence[str], k: int, scope: str | None, ablate: Sequence[str] = (),
+    excluded: SearchFilter | None = None,
+) -> dict[str, Callable[[str], Any]]:
     """One search function per mode; ``excluded`` (its ``exclude`` globs) applies to all,
     in the store query for gitrag's modes, on the file set for the grep baselines."""
     globs = excluded.exclude if excluded else ()
@@ -53,6 +71,10 @@ def _searchers(ws: Workspace, modes: Sequence[str], k: int, scope: str | None,
             searchers[mode] = lambda q, m=mode: search(ws, q, k=k, mode=m, scope=flt, snippets=False)
         elif mode == "rrf":
             searchers[mode] = lambda q: search(ws, q, k=k, mode="hybrid", scope=flt, snippets=False, rerank_results=False)
+        if mode == "hybrid":
+            for stage in ablate:
+                searchers[f"hybrid-{stage}"] = lambda q, st=stage: search(
+                    ws, q, k=k, mode="hybrid", scope=flt, snippets=False, disable=(st,))
     if "grep" in modes or "ripgrep" in modes:
         files = head_files(ws.repo.root, scope or None)
         grep = GrepBaseline((p, t) for p, t in files if not (excluded and excluded.excludes(p)))

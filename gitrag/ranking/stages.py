@@ -1,0 +1,387 @@
+"""The ranking stages after retrieval, each a plain function over scored candidates.
+
+Every constant carries the reason it has this value; BENCHMARKS.md ("Ranking pipeline (issue 11)")
+has the measured effect of switching each stage off (``gitrag eval --ablate STAGE``).
+Several ideas come from semble 0.7.0 (MIT): the query-type fusion weight, the definition
+boost that always wins, file coherence, path penalties and file saturation; they are
+written here against gitrag's own candidates and symbol graph.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+__all__ = ["Candidate", "DefinitionSite", "ordered", "replace", "select"]
+from pathlib import PurePosixPath
+
+from gitrag.ranking.query import Query
+
+# -- fusion -----------------------------------------------------------------------------------
+
+#: Dense weight of the fused score, ``w * dense + (1 - w) * sparse`` over min-max normalised
+#: scores: 0.5 for natural language. A symbol-like question is a lexical lookup; the exact
+#: name is in the sparse terms, while an embedding of one token is vague (semble 0.7.0 uses
+#: 0.3 too; the issue measured it as a small gain across the three semble sets).
+DENSE_WEIGHT = 0.5
+DENSE_WEIGHT_SYMBOL = 0.3
+
+# -- definitions ------------------------------------------------------------------------------
+
+#: A chunk defining a symbol the question names gains this many times the top fused score,
+#: so it always ranks above every chunk that merely mentions the name: a symbol question
+#: wants the definition (the old RRF bonus, at most 1/60, lost to any chunk found by both
+#: lists). x1.5 when the file is named after the symbol (``sessions.py`` for ``Session``):
+#: that is where a name is defined rather than re-exported or shadowed.
+DEFINITION_BOOST = 3.0
+DEFINITION_STEM_FACTOR = 1.5
+#: A name inside a sentence may be incidental ("how does X call Y"): half strength.
+EMBEDDED_FACTOR = 0.5
+#: A name defined several times in one file (``@overload`` stubs, a redefinition): the last
+#: definition is the one that runs, the earlier ones gain only this share of the boost.
+REDEFINED_FACTOR = 0.5
+#: More definitions than this for one name (``get``, ``__init__``) say nothing about which.
+MAX_DEFINITIONS = 5
+#: A long question names many identifiers; only the first few (traceback frames innermost
+#: first, then in text order) are looked up, each boosted less than the one before.
+LONG_MAX_IDENTIFIERS = 8
+
+# -- path match -------------------------------------------------------------------------------
+
+#: Query words that name a file or its folder (``sessions`` -> ``sessions.py``, ``routing``
+#: -> ``routing.py``): a file is usually named after what it does. Gain: top score x
+#: (matched words / query words), when at least ``PATH_MATCH_MIN_RATIO`` of the words match.
+PATH_MATCH_BOOST = 1.0
+PATH_MATCH_MIN_RATIO = 0.1
+PATH_MATCH_MIN_PREFIX = 3  # "depend" meets "dependencies": prefixes of 3+ letters match
+#: A file a long question names (a traceback frame, a path in the text) gains this x top
+#: score on every chunk, innermost frame most: it is where the failure happened.
+NAMED_FILE_BOOST = 1.0
+
+# -- coherence --------------------------------------------------------------------------------
+
+#: A file with several good chunks is more likely the answer than one lucky chunk: each
+#: file's best chunk gains 0.2 x top score x (the file's summed score / the largest sum).
+COHERENCE = 0.2
+
+# -- path priors ------------------------------------------------------------------------------
+
+#: Tests, compatibility shims, examples and documentation restate the implementation; for
+#: "how does X work" they crowd it out (on real issues, a wrong first file was documentation
+#: 20 times out of 35). They are kept findable, only scaled, and not at all when the question
+#: asks for them (``test``, ``example``, ``docs``, ``changelog`` ...).
+STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, hidden folders (.github/, .agents/)
+DOCS_PRIOR = 0.5  # prose documentation (docs/, *.md, *.rst)
+INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
+
+# -- saturation -------------------------------------------------------------------------------
+
+#: In the greedy top-k, the n-th further chunk of a file already chosen is scaled by
+#: 0.5 ** n: ten chunks of one file answer one question; other files may answer it better.
+SATURATION_DECAY = 0.5
+SATURATION_FREE = 1  # chunks of a file taken before the decay starts
+
+
+@dataclass
+class Candidate:
+    """A chunk being ranked. ``key`` is its point id; ``dense``/``sparse`` the raw list
+    scores (None when that list did not return it); ``score`` the running score."""
+
+    key: str
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str = ""
+    kind: str = ""
+    score: float = 0.0
+    dense: float | None = None
+    sparse: float | None = None
+    payload: dict = field(default_factory=dict)
+
+    def sort_key(self) -> tuple[float, str, int, str]:
+        """Best first; equal scores by path, line and point id, so the order is stable."""
+        return (-self.score, self.path, self.start_line, self.key)
+
+
+def ordered(cands: Iterable[Candidate]) -> list[Candidate]:
+    return sorted(cands, key=Candidate.sort_key)
+
+
+def top_score(cands: dict[str, Candidate]) -> float:
+    return max((c.score for c in cands.values()), default=0.0)
+
+
+# -- fusion -----------------------------------------------------------------------------------
+
+
+def _normalised(values: dict[str, float]) -> dict[str, float]:
+    """Min-max to [0, 1]; a single value (or all equal) maps to 1."""
+    if not values:
+        return {}
+    lo, hi = min(values.values()), max(values.values())
+    span = hi - lo
+    return {k: (v - lo) / span if span > 1e-12 else 1.0 for k, v in values.items()}
+
+
+def fuse(cands: dict[str, Candidate], dense_weight: float) -> None:
+    """``score = w * norm(dense) + (1 - w) * norm(sparse)``; a list that did not return a
+    chunk contributes 0 for it (in place). An empty list keeps its weight: a top score
+    of 1.0 means first in both lists, at most ``w`` or ``1 - w`` found by one list only."""
+    d = _normalised({k: c.dense for k, c in cands.items() if c.dense is not None})
+    s = _normalised({k: c.sparse for k, c in cands.items() if c.sparse is not None})
+    for k, c in cands.items():
+        c.score = dense_weight * d.get(k, 0.0) + (1 - dense_weight) * s.get(k, 0.0)
+
+
+# -- definitions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DefinitionSite:
+    """Where a name is defined: the file, the definition's first and last line."""
+
+    name: str
+    path: str
+    line: int
+    end_line: int = 0
+
+
+def stem_matches(path: str, name: str) -> bool:
+    """The file stem is the name (``sessions.py``/``Session``, ``http_adapter.py``/``HTTPAdapter``)."""
+    stem = PurePosixPath(path).stem.lower()
+    name = name.lower()
+    flat = stem.replace("_", "")
+    return name in (stem, flat, stem.rstrip("s"), flat.rstrip("s")) or name.replace("_", "") in (flat, flat.rstrip("s"))
+
+
+def boost_definitions(
+    cands: dict[str, Candidate],
+    query: Query,
+    definitions: Callable[[str, bool], list[DefinitionSite]],
+    chunks_at: Callable[[DefinitionSite], list[Candidate]],
+    project_names: Callable[[], frozenset[str]] | None = None,
+    frame_sites: Callable[[], list[list[DefinitionSite]]] | None = None,
+) -> None:
+    """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
+    (in place; definition chunks that were not candidates join with the boost alone).
+
+    ``definitions(name, exact_case)`` gives a name's definition sites from the symbol graph
+    (``exact_case``: only definitions spelled exactly so, for capitalised English words);
+    ``chunks_at(site)`` the chunks holding a site's first line; ``project_names()`` the
+    lower-cased top folder names (``fastapi``, ``flask``): "how does Flask pick a handler"
+    names the project, not its ``Flask`` class, so a capitalised word inside a sentence
+    that is a project name is not looked up (a one-word question still is). For a long
+    question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
+    frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
+    the failure happened there, and the fix is usually in the innermost frames."""
+    top = top_score(cands)
+    if top <= 0:
+        return
+    wanted: list[tuple[str, bool, float]] = []  # (name, exact case, weight)
+    if query.symbol_like:
+        wanted.append((query.text.strip().rstrip("()"), False, 1.0))
+    wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers]
+    project = project_names() if project_names else frozenset()
+    wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
+               if query.symbol_like or n.lower() not in project]
+    gains: dict[str, float] = {}
+    chunks: dict[str, Candidate] = {}
+    seen: set[str] = set()
+    used = 0
+    for name, exact_case, weight in wanted:
+        if name in seen or (query.long and used >= LONG_MAX_IDENTIFIERS):
+            continue
+        seen.add(name)
+        sites = definitions(name, exact_case)
+        if not sites or len(sites) > MAX_DEFINITIONS:
+            continue
+        if query.long:
+            weight /= 1 + used  # frames innermost first, then text order: earlier names weigh more
+        used += 1
+        short = re.split(r"::|->|\\.|#", name)[-1]
+        per_name: dict[str, float] = {}
+        last: dict[tuple[str, str], int] = {}
+        for x in sites:
+            last[(x.path, x.name)] = max(last.get((x.path, x.name), 0), x.line)
+        for site in sites:
+            gain = DEFINITION_BOOST * top * weight * (DEFINITION_STEM_FACTOR if stem_matches(site.path, short) else 1.0)
+            if site.line != last[(site.path, site.name)]:
+                gain *= REDEFINED_FACTOR
+            for chunk in chunks_at(site):
+                per_name[chunk.key] = max(per_name.get(chunk.key, 0.0), gain)
+                chunks.setdefault(chunk.key, chunk)
+        for key, gain in per_name.items():
+            gains[key] = gains.get(key, 0.0) + gain
+    if query.long and frame_sites:
+        for rank, sites in enumerate(frame_sites()):  # innermost in-repository frame first
+            gain = DEFINITION_BOOST * top / (1 + rank)
+            for site in sites:
+                for chunk in chunks_at(site):
+                    chunks.setdefault(chunk.key, chunk)
+                    gains[chunk.key] = gains.get(chunk.key, 0.0) + gain
+    for key, gain in gains.items():
+        if key in cands:
+            cands[key].score += gain
+        else:
+            cands[key] = replace(chunks[key], score=gain)
+
+
+# -- path match -------------------------------------------------------------------------------
+
+_STOP = frozenset(
+    "a an and are as at be by do does for from has have how if in is it not of on or the to was what when "
+    "where which who why with".split()
+)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _split(name: str) -> set[str]:
+    return {p.lower() for piece in re.split(r"[_.\-]+", name) for p in _CAMEL.findall(piece) or [piece] if p}
+
+
+def _path_parts(path: str) -> set[str]:
+    p = PurePosixPath(path)
+    parts = _split(p.stem)
+    if p.parent.name:
+        parts |= _split(p.parent.name)
+    return parts
+
+
+def _prefix_match(a: str, b: str) -> bool:
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= PATH_MATCH_MIN_PREFIX and long.startswith(short)
+
+
+def _overlap(words: set[str], parts: set[str]) -> int:
+    """How many query words equal a path part or are a 3+ letter prefix of one (or it of them)."""
+    return sum(1 for w in words if w in parts or any(_prefix_match(w, p) for p in parts))
+
+
+def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
+    """Query words naming a file's stem or folder raise its chunks; for a long question,
+    files it names (frames, paths) raise theirs (in place). ``known_paths(written)`` maps a
+    path as written (``/usr/x/click/core.py``, ``core.py``) to indexed paths it ends with."""
+    top = top_score(cands)
+    if top <= 0:
+        return
+    if query.long:
+        named: dict[str, float] = {}
+        written = [f.path for f in reversed(query.frames)] + [p for p in query.paths if p not in {f.path for f in query.frames}]
+        for rank, w in enumerate(dict.fromkeys(written)):
+            for path in known_paths(w):
+                named.setdefault(path, NAMED_FILE_BOOST * top / (1 + rank))
+        for c in cands.values():
+            c.score += named.get(c.path, 0.0)
+        return
+    if query.symbol_like:
+        return
+    words = {w.lower() for w in _WORD.findall(query.text) if len(w) > 2 and w.lower() not in _STOP}
+    if not words:
+        return
+    cache: dict[str, float] = {}
+    for c in cands.values():
+        if c.path not in cache:
+            ratio = _overlap(words, _path_parts(c.path)) / len(words)
+            cache[c.path] = PATH_MATCH_BOOST * top * ratio if ratio >= PATH_MATCH_MIN_RATIO else 0.0
+        c.score += cache[c.path]
+
+
+# -- coherence --------------------------------------------------------------------------------
+
+
+def boost_coherence(cands: dict[str, Candidate]) -> None:
+    """Each file's best chunk gains ``COHERENCE`` x top x file sum / largest file sum (in place)."""
+    top = top_score(cands)
+    if top <= 0:
+        return
+    sums: dict[str, float] = {}
+    best: dict[str, Candidate] = {}
+    for c in ordered(cands.values()):
+        sums[c.path] = sums.get(c.path, 0.0) + c.score
+        best.setdefault(c.path, c)
+    largest = max(sums.values())
+    if largest <= 0:
+        return
+    for path, c in best.items():
+        c.score += COHERENCE * top * sums[path] / largest
+
+
+# -- path priors ------------------------------------------------------------------------------
+
+_TEST_FILE = re.compile(
+    r"(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|conftest)\.\w+$|(?:^|/)[^/]*\.(?:test|spec)\.[jt]sx?$"
+    r"|(?:^|/)[^/]*Tests?\.(?:java|kt|cs|swift|php)$"
+)
+_TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing)/")
+_COMPAT_DIR = re.compile(r"(?:^|/)(?:compat|_compat|legacy)/")
+_EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?)/")
+_META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$)", re.I)  # .github/, .agents/
+_DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|rst|txt|adoc)$", re.I)
+
+_ASKS = {
+    "tests": re.compile(r"\b(?:tests?|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
+    "examples": re.compile(r"\b(?:examples?|samples?|tutorials?)\b", re.I),
+    "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?|why)\b", re.I),
+    "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
+}
+
+
+def path_prior(path: str, asks: frozenset[str]) -> float:
+    """The multiplier of a file's chunks (1.0 for implementation files)."""
+    factor = 1.0
+    if "tests" not in asks and (_TEST_FILE.search(path) or _TEST_DIR.search(path)):
+        factor *= STRONG_PRIOR
+    if "compat" not in asks and _COMPAT_DIR.search(path):
+        factor *= STRONG_PRIOR
+    if "examples" not in asks and _EXAMPLES_DIR.search(path):
+        factor *= STRONG_PRIOR
+    if "docs" not in asks:
+        if _META.search(path):
+            factor *= STRONG_PRIOR
+        elif _DOCS.search(path):
+            factor *= DOCS_PRIOR
+    if PurePosixPath(path).name == "__init__.py":
+        factor *= INIT_PRIOR
+    return factor
+
+
+def asked_for(question: str) -> frozenset[str]:
+    """Which kinds of non-implementation files the question asks for."""
+    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))
+
+
+def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
+    asks = asked_for(query.text)
+    cache: dict[str, float] = {}
+    for c in cands.values():
+        if c.path not in cache:
+            cache[c.path] = path_prior(c.path, asks)
+        c.score *= cache[c.path]
+
+
+# -- selection --------------------------------------------------------------------------------
+
+
+def select(cands: dict[str, Candidate], k: int, saturation: bool = True) -> list[Candidate]:
+    """The best ``k``, greedily: with ``saturation`` a file's n-th further chunk after
+    ``SATURATION_FREE`` is scaled by ``SATURATION_DECAY ** n`` as it is taken. Ties by
+    (path, start line, point id). Returns new candidates holding the effective score."""
+    ranked = ordered(cands.values())
+    if not saturation:
+        return [replace(c) for c in ranked[:k]]
+    taken: dict[str, int] = {}
+    chosen: list[Candidate] = []
+    floor = -math.inf
+    for c in ranked:
+        if len(chosen) >= k and c.score <= floor:
+            break  # decay only lowers scores: nothing later can enter
+        n = taken.get(c.path, 0)
+        excess = n - SATURATION_FREE + 1
+        chosen.append(replace(c, score=c.score * SATURATION_DECAY**excess if excess > 0 else c.score))
+        taken[c.path] = n + 1
+        if len(chosen) >= k:
+            floor = sorted(x.score for x in chosen)[-k]
+    return ordered(chosen)[:k]

@@ -1,0 +1,238 @@
+"""Ranking: question analysis, each stage on its own, and the pipeline through real indexes
+(both store backends) for determinism, capitalised symbols and pasted tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitrag.cli import cli
+from gitrag.errors import EXIT_USAGE
+from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank
+from gitrag.ranking import stages as st
+from gitrag.ranking.query import capitalised_words, is_symbol_query
+from gitrag.retrieval import search
+from gitrag.workspace import open_workspace
+from tests.gitutil import Repo, index
+
+PREAMBLE = ("We deploy the shop service with docker compose on staging; after upgrading the base image the "
+            "deploy script restarts the workers, the workers restart the queue and the staging deploy fails. ") * 3
+TRACEBACK = PREAMBLE + '''Upgrading broke our CLI at import:
+
+Traceback (most recent call last):
+  File "/home/dev/app.py", line 8, in <module>
+    main()
+  File "/home/dev/.venv/lib/python3.12/site-packages/shop/cart.py", line 12, in add
+    validate(qty)
+  File "/home/dev/.venv/lib/python3.12/site-packages/shop/rules.py", line 3, in validate
+    raise Invalid(qty)
+shop.rules.Invalid: 0
+'''
+
+
+# -- question analysis --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("question", "symbol"), [
+    ("HTTPAdapter", True), ("Flask", True), ("render_template", True), ("Sinatra::Base", True), ("_private", True),
+    ("session", False), ("how are routes registered", False),
+])
+def test_symbol_like_questions(question: str, symbol: bool) -> None:
+    assert is_symbol_query(question) is symbol
+
+
+def test_capitalised_words_skip_sentence_starts() -> None:
+    assert capitalised_words("How does Flask pick an error handler? Which Blueprint wins?") == ["Flask", "Blueprint"]
+    assert capitalised_words("Depends") == ["Depends"] and capitalised_words("session") == ["session"]
+
+
+def test_long_question_reads_frames_paths_and_exceptions() -> None:
+    q = analyse(TRACEBACK)
+    assert q.long and [f.function for f in q.frames] == ["<module>", "add", "validate"]
+    assert "validate" not in q.identifiers and "validate" in q.dense_text  # frames are matched as frames
+    assert q.exceptions[0] == "Invalid" and "shop.rules.Invalid" in q.identifiers and any(p.endswith("shop/rules.py") for p in q.paths)
+    assert "Invalid: 0" in q.dense_text.splitlines()[1]  # the exception line, not only the opening words
+    assert q.term_weights and q.term_weights["validate"] > q.term_weights["upgrading"]
+    short = analyse(TRACEBACK, long_questions=False)
+    assert not short.long and short.dense_text == TRACEBACK and short.term_weights is None
+
+
+# -- stages -------------------------------------------------------------------------------------
+
+
+def cand(key: str, path: str, dense: float | None = None, sparse: float | None = None, line: int = 1) -> Candidate:
+    return Candidate(key, path, line, line + 5, key, dense=dense, sparse=sparse)
+
+
+class Lookup:
+    def __init__(self, defs: dict[str, list[DefinitionSite]] | None = None, chunks: list[Candidate] = ()) -> None:
+        self.defs, self.chunks = defs or {}, list(chunks)
+
+    def definitions(self, name: str, exact_case: bool) -> list[DefinitionSite]:
+        return self.defs.get(name, [])
+
+    def chunks_at(self, site: DefinitionSite) -> list[Candidate]:
+        return [c for c in self.chunks if c.path == site.path and c.start_line <= site.line <= c.end_line]
+
+    def known_paths(self, written: str) -> list[str]:
+        return [c.path for c in self.chunks if written.endswith("/" + c.path)][:1]
+
+    def project_names(self) -> frozenset[str]:
+        return frozenset({"shop"})
+
+
+def test_fusion_weights_dense_less_for_a_symbol_question() -> None:
+    def scores(question: str, off: tuple[str, ...] = ()) -> dict[str, float]:
+        cands = [cand("d", "a.py", dense=0.9, sparse=1.0), cand("s", "b.py", dense=0.1, sparse=9.0),
+                 cand("x", "c.py", dense=0.8)]
+        return {c.key: round(c.score, 3) for c in rank(analyse(question), cands, 3, Lookup(), off)}
+    nl = scores("where is quantity checked", ("coherence", "saturation", "path-match"))
+    assert nl == {"s": 0.5, "x": 0.438, "d": 0.5}  # min-max per list, weight 0.5 each
+    sym = scores("QuantityError", ("coherence", "saturation", "definitions"))
+    assert sym["s"] == 0.7 and sym["d"] == 0.3
+    assert scores("QuantityError", ("coherence", "saturation", "definitions", "query-weights"))["s"] == 0.5
+
+
+def test_a_definition_always_wins_and_more_in_a_file_named_after_it() -> None:
+    chunks = [cand("def", "shop/errors.py", line=10), cand("def2", "shop/quantity_error.py", line=1)]
+    lookup = Lookup({"QuantityError": [DefinitionSite("QuantityError", "shop/errors.py", 12),
+                                       DefinitionSite("QuantityError", "shop/quantity_error.py", 2)]}, chunks)
+    cands = [cand("use", "shop/cart.py", dense=0.9, sparse=5.0), cand("other", "shop/x.py", dense=0.5, sparse=1.0)]
+    out = rank(analyse("QuantityError"), cands, 4, lookup)
+    assert [c.key for c in out][:3] == ["def2", "def", "use"]
+    assert out[0].score == pytest.approx(1.5 * out[1].score)
+    assert [c.key for c in rank(analyse("QuantityError"), cands, 4, lookup, ("definitions",))][0] == "use"
+
+
+def test_the_last_definition_of_a_name_in_a_file_wins_over_overload_stubs() -> None:
+    chunks = [cand("stub", "shop/ctx.py", line=1), cand("impl", "shop/ctx.py", line=10)]
+    lookup = Lookup({"current": [DefinitionSite("current", "shop/ctx.py", 2), DefinitionSite("current", "shop/ctx.py", 11)]},
+                    chunks)
+    cands = [cand("use", "shop/cart.py", dense=0.9, sparse=5.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    keys = [c.key for c in rank(analyse("where is `current` implemented"), cands, 4, lookup, ("saturation",))]
+    assert keys[0] == "impl" and keys.index("stub") > keys.index("use")  # the stub gains half
+
+
+def test_saturation_lets_another_file_in() -> None:
+    cands = [cand(f"a{i}", "a.py", dense=1.0 - i / 100, sparse=1.0 - i / 100, line=10 * i) for i in range(3)]
+    cands += [cand("b", "b.py", dense=0.9, sparse=0.9), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert [c.path for c in rank(analyse("x y"), cands, 3, Lookup(), off)] == ["a.py", "b.py", "a.py"]
+    assert [c.path for c in rank(analyse("x y"), cands, 3, Lookup(), (*off, "saturation"))] == ["a.py"] * 3
+
+
+def test_path_priors_demote_tests_and_docs_unless_asked() -> None:
+    cands = [cand("t", "tests/test_cart.py", dense=1.0, sparse=1.0), cand("i", "shop/cart.py", dense=0.8, sparse=0.8),
+             cand("d", "docs/cart.rst", dense=0.9, sparse=0.9), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert [c.key for c in rank(analyse("how is a cart total computed"), cands, 3, Lookup(), off)][0] == "i"
+    assert [c.key for c in rank(analyse("which tests cover the cart total"), cands, 3, Lookup(), off)][0] == "t"
+    assert [c.key for c in rank(analyse("where do the docs explain the cart"), cands, 3, Lookup(), off)][0] == "d"
+    assert st.path_prior("src/pkg/__init__.py", frozenset()) == st.INIT_PRIOR
+
+
+def test_path_match_raises_a_file_named_by_the_question() -> None:
+    cands = [cand("r", "shop/routing.py", dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse("how is routing done"), cands, 2, Lookup(), ("coherence",))[0].key == "r"
+    assert rank(analyse("how is routing done"), cands, 2, Lookup(), ("coherence", "path-match"))[0].key == "o"
+
+
+def test_equal_scores_are_ordered_by_path_then_line() -> None:
+    cands = [cand(k, p, dense=0.5, sparse=0.5, line=n) for k, p, n in (("z", "b.py", 1), ("y", "a.py", 9), ("x", "a.py", 2))]
+    for order in (cands, cands[::-1]):
+        got = rank(analyse("x y"), [Candidate(**vars(c)) for c in order], 3, Lookup(), ("saturation", "coherence"))
+        assert [(c.path, c.start_line) for c in got] == [("a.py", 2), ("a.py", 9), ("b.py", 1)]
+
+
+def test_unknown_stage_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ranking stage nope"):
+        rank(analyse("x"), [cand("a", "a.py", dense=1.0)], 1, Lookup(), ("nope",))
+
+
+# -- through real indexes -----------------------------------------------------------------------
+
+
+HANDLER = "## Retry events\n\n" + " ".join(["A retry event for a session is handled once, then logged."] * 14) + "\n\n"
+
+
+@pytest.fixture(params=["embedded", "server"])
+def shop(request: pytest.FixtureRequest, repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+    """A repository indexed into the embedded Qdrant Edge store or qdrant-client's local mode;
+    ``shop/handlers.md`` holds five identical sections (identical chunks: equal scores)."""
+    if request.param == "server":
+        monkeypatch.setenv("GITRAG_QDRANT_URL", f"path:{tmp_path / 'qdrant-local'}")
+    repo.write("shop/handlers.md", "".join(HANDLER for _ in range(5)))
+    repo.write("shop/sessions.py", "class Session:\n    \"\"\"A shopping session: the cart and the user.\"\"\"\n\n"
+               "    def __init__(self, user):\n        self.user = user\n")
+    for i in range(4):
+        repo.write(f"shop/use{i}.py", f"from shop.sessions import Session\n\n\ndef open_{i}(user):\n"
+                   f"    session = Session(user)  # a Session per user, Session reused\n    return session\n")
+    repo.write("shop/cart.py", "from shop.rules import validate\n\n\ndef add(cart, item, qty):\n"
+               "    validate(qty)\n    cart.append((item, qty))\n")
+    repo.write("shop/rules.py", "class Invalid(ValueError):\n    pass\n\n\ndef validate(qty):\n"
+               "    if qty <= 0:\n        raise Invalid(qty)\n")
+    repo.write("shop/deploy.py", "def restart_workers(staging):\n    \"\"\"Deploy with docker compose: the deploy "
+               "script restarts the workers and the queue on staging after upgrading the base image.\"\"\"\n"
+               "    return staging.compose('restart', 'workers', 'queue')\n")
+    repo.write("tests/test_cart.py", "from shop.cart import add_item\n\n\ndef test_add_item_rejects_zero_quantity():\n"
+               "    add([], 'x', 0)  # Invalid validate add\n")
+    repo.commit("shop")
+    index(repo.path)
+    return repo
+
+
+def test_five_identical_asks_give_identical_results(shop: Repo) -> None:
+    ws = open_workspace(shop.path)
+    try:
+        runs = [[(r.path, r.start_line, r.score) for r in search(ws, "how is a retry event handled", k=20)]
+                for _ in range(5)]
+    finally:
+        ws.close()
+    assert all(run == runs[0] for run in runs[1:])
+    tied = [(line, score) for path, line, score in runs[0] if path == "shop/handlers.md"]
+    assert len(tied) >= 3  # identical chunks score alike: they are taken in line order
+    assert [line for line, _ in tied] == sorted(line for line, _ in tied)
+
+
+def test_a_capitalised_symbol_question_finds_its_definition_first(shop: Repo) -> None:
+    ws = open_workspace(shop.path)
+    try:
+        top = search(ws, "Session", k=5)
+        plain = search(ws, "Session", k=5, disable=("definitions",))
+    finally:
+        ws.close()
+    assert (top[0].path, top[0].start_line) == ("shop/sessions.py", 1)
+    assert top[0].score > 2 * top[1].score  # the definition wins by the boost, not by luck
+    assert plain[0].score < top[0].score
+
+
+def test_a_pasted_traceback_finds_the_raising_function(shop: Repo) -> None:
+    ws = open_workspace(shop.path)
+    try:
+        top = search(ws, TRACEBACK, k=5)
+        off = search(ws, TRACEBACK, k=5, disable=("long-query",))
+    finally:
+        ws.close()
+    assert (top[0].path, top[0].symbol) == ("shop/rules.py", "validate")  # the innermost frame in the repository
+    assert all(not r.path.startswith("tests/") for r in top[:3])
+    assert off[0].symbol != "validate"  # read as a short question, the chat before the trace wins
+
+
+def test_eval_ablate_runs_each_stage_beside_hybrid(shop: Repo, tmp_path: Path) -> None:
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(json.dumps({"id": "q1", "kind": "identifier", "query": "Where is `validate` defined?",
+                                 "targets": [{"path": "shop/rules.py", "start_line": 5, "end_line": 7}]}) + "\n")
+    runner = CliRunner()
+    res = runner.invoke(cli, ["eval", str(qfile), "--repo", str(shop.path), "--mode", "dense",
+                              "--ablate", "definitions", "--ablate", "saturation", "--json"])
+    assert res.exit_code == 0, res.output
+    modes = json.loads(res.output)["modes"]
+    assert list(modes) == ["hybrid", "hybrid-definitions", "hybrid-saturation", "dense"]
+    assert modes["hybrid"]["overall"]["recall@1"] == 1.0
+    bad = runner.invoke(cli, ["eval", str(qfile), "--repo", str(shop.path), "--ablate", "nope"])
+    assert bad.exit_code == EXIT_USAGE and "'nope' is not one of" in bad.output
+    assert set(STAGES) >= {"definitions", "saturation", "long-query"}
