@@ -205,6 +205,10 @@ class RepoWorker:
 
             summary = retry_while_locked(lambda: sync(self.workspace(worktree)))
             written = summary.points_upserted
+            # counted before the memory is given back, so a client that sees the index at
+            # HEAD also sees the sync counted
+            moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
+            self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         except EmptyRepository:
             return None
         except NotARepository as exc:
@@ -220,8 +224,6 @@ class RepoWorker:
             return None
         finally:
             self.settle(written)
-        moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
-        self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         return summary.to_json()
 
     def settle(self, points_written: int) -> None:
