@@ -98,7 +98,7 @@ def search(
     name = ws.repo.branch()
     ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
-    if branch is None or not ws.store.has_collection(branch.collection):
+    if branch is None or not branch.materialized or not ws.store.has_collection(branch.collection):
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
     if mode != "sparse" and branch.fingerprint != ws.embedder.fingerprint:
         raise EmbedderMismatch(
@@ -113,7 +113,8 @@ def search(
         terms = None
     rerank_results = rerank_results and mode == "hybrid"
     limit = max(k, CANDIDATES) if rerank_results else k
-    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, prefetch=max(PREFETCH, k), scope=scope)
+    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, branch=branch.tag,
+                           prefetch=max(PREFETCH, k), scope=scope)
     results = [_result(h) for h in hits]
     if rerank_results:
         results = _rerank(ws, branch.name, question, results, scope)

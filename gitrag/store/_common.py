@@ -15,8 +15,10 @@ from gitrag.errors import StoreError
 # Collection names become directory names (embedded) or URL segments (server).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
-# Payload fields that get a keyword index: path (with prefix matching), language, symbol.
-KEYWORD_FIELDS = ("path", "language", "symbol")
+# Payload fields that get a keyword index: path (with prefix matching), language, symbol,
+# and branches (the tags of the branches holding a point: every search filters on it).
+KEYWORD_FIELDS = ("path", "language", "symbol", "branches")
+BRANCHES = "branches"
 
 _DISK_FULL = ("no space left on device", "disk full", "enospc", "os error 28")
 _LOCKED = ("wouldblock", "would block", "resource temporarily unavailable", "os error 11")

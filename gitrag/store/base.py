@@ -1,10 +1,12 @@
-"""The vector store protocol: per-branch collections of points.
+"""The vector store protocol: collections of points shared by a repository's branches.
 
 A point has an id (a UUID string), a dense vector named ``dense`` (cosine), a sparse
 vector named ``sparse`` (BM25 term weights; the store applies the IDF modifier), and a
 payload of coordinates only: ``path``, ``blob``, ``start_byte``, ``end_byte``,
 ``start_line``, ``end_line``, ``symbol``, ``kind``, ``language``, ``chunk_hash`` (never
-source text). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
+source text), and ``branches``: the tags of the branches whose manifest holds the point
+(one collection per repository and embedder is shared by all its branches; a search names
+the branch it looks at, so a branch never sees another branch's code). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
 (qdrant-client). Writes are idempotent; :meth:`flush` makes them durable.
 """
 
@@ -75,10 +77,13 @@ class Store(Protocol):
     def set_payload(self, name: str, updates: dict[str, dict[str, Any]]) -> None:
         """Overwrite payload fields of existing points: ``{point_id: {field: value}}``."""
 
-    def ids(self, name: str) -> set[str]:
-        """Every point id in the collection."""
+    def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
+        """Overwrite the same payload ``fields`` of many existing points (missing ids ignored)."""
 
-    def count(self, name: str) -> int: ...
+    def ids(self, name: str, branch: str | None = None) -> set[str]:
+        """Every point id in the collection; with ``branch`` (a tag) those whose ``branches`` hold it."""
+
+    def count(self, name: str, branch: str | None = None) -> int: ...
 
     def search(
         self,
@@ -87,10 +92,12 @@ class Store(Protocol):
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
+        branch: str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
-        """Best-first hits with payloads.
+        """Best-first hits with payloads, among the points whose ``branches`` payload holds the
+        tag ``branch`` (required: None searches every branch, for tools and tests only).
 
         Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
         Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,

@@ -6,7 +6,8 @@ Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.
 WAL is locked): a second process gets a :class:`StoreError` saying so.
 
 Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``),
-``language`` and ``symbol``. The store adds no payload field of its own.
+``language``, ``symbol`` and ``branches`` (every search filters on one branch tag). The
+store adds no payload field of its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
 another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`.
@@ -48,7 +49,7 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import KEYWORD_FIELDS, check_name, dense_list, str_id, translate
+from gitrag.store._common import BRANCHES, KEYWORD_FIELDS, check_name, dense_list, str_id, translate
 from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
@@ -83,6 +84,14 @@ def _filter(scope: SearchFilter | None) -> Filter | None:
     if scope.language:
         must.append(FieldCondition("language", match=MatchValue(scope.language)))
     return Filter(must=must) if must else None
+
+
+def _in_branch(where: Filter | None, branch: str | None) -> Filter | None:
+    """``where`` restricted to the points whose ``branches`` hold the tag ``branch`` (None: all)."""
+    if branch is None:
+        return where
+    cond: list[Any] = [FieldCondition(BRANCHES, match=MatchValue(branch))]
+    return Filter(must=cond + ([where] if where is not None else []))
 
 
 def _request(
@@ -257,14 +266,25 @@ class EdgeStore:
                 if fields and point_id in existing:
                     self._update(name, partial(UpdateOperation.set_payload, [point_id], dict(fields)))
 
+    def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
+        """Overwrite the same payload ``fields`` of many points in one operation (missing ids ignored)."""
+        if not ids or not fields:
+            return
+        with self._lock:
+            existing = self._existing(name, list(ids))
+            if existing:
+                self._update(name, partial(UpdateOperation.set_payload, sorted(existing), dict(fields)))
+
     def _existing(self, name: str, ids: list[str]) -> set[str]:
         shard = self._shard(name)
         with translate(f"collection {self._dir(name)}"):
             records = shard.retrieve(ids, False, False) if ids else []
         return {str_id(r.id) for r in records}
 
-    def ids(self, name: str) -> set[str]:
-        """Every point id in the collection (scrolled in pages, no payloads or vectors)."""
+    def ids(self, name: str, branch: str | None = None) -> set[str]:
+        """Every point id in the collection (scrolled in pages, no payloads or vectors); with
+        ``branch``, those whose ``branches`` payload holds that tag."""
+        where = _in_branch(None, branch)
         with self._lock:
             shard = self._shard(name)
             found: set[str] = set()
@@ -272,18 +292,18 @@ class EdgeStore:
             with translate(f"collection {self._dir(name)}"):
                 while True:
                     page, offset = shard.scroll(
-                        ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=False, with_vector=False)
+                        ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=False, with_vector=False)
                     )
                     found.update(str_id(r.id) for r in page)
                     if offset is None:
                         return found
 
-    def count(self, name: str) -> int:
-        """Exact number of points in the collection."""
+    def count(self, name: str, branch: str | None = None) -> int:
+        """Exact number of points in the collection (with ``branch``: of that branch tag)."""
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
-                return int(shard.count(CountRequest(exact=True)))
+                return int(shard.count(CountRequest(exact=True, filter=_in_branch(None, branch))))
 
     def search(
         self,
@@ -292,11 +312,12 @@ class EdgeStore:
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
+        branch: str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
-        request = _request(dense, sparse, limit, prefetch, _filter(scope))
+        request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch))
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
