@@ -1,16 +1,19 @@
-"""The sync algorithm: bring one branch's collection to its HEAD at a cost proportional to
-what changed.
+"""The sync algorithm: bring one branch's view of the shared collection to its HEAD at a
+cost proportional to what changed.
 
     diff(last indexed commit, HEAD) with renames  (or manifest vs tree when the old commit is gone)
     -> read touched blobs, skip by policy, chunk
     -> vectors from the cache by (chunk SHA-256, embedder fingerprint), embed only the misses
-    -> journal the touched paths; upsert new points, set payloads that moved, delete orphans; flush
+    -> plan the store writes (gitrag.views): upsert points new to the collection, delete the
+       ones no branch holds any more, update the ``branches`` of shared ones
+    -> journal the touched paths; write the store; flush
     -> one SQLite transaction: manifest of the touched paths + the new indexed commit
 
-A crash anywhere leaves the journal; the next sync first restores every journaled path
-in the store from the manifest and the cache, so the collection always converges to the
-manifest. A branch seen for the first time starts from the manifest of its nearest indexed
-branch (by merge-base distance) and applies the diff.
+A crash anywhere leaves the journal; the next sync (of any branch: the collection is
+shared) first restores every journaled path in the store from the state and the cache, so
+the collection always converges to the manifests. A branch seen for the first time starts
+from the file list of its nearest indexed branch (by merge-base distance): its tag is
+added to the points they share, then the diff is applied.
 """
 
 from __future__ import annotations
@@ -159,13 +162,15 @@ class Indexer:
         if branch is None:
             base = self._nearest_indexed(head, fp)
             change = state_mod.change_create_branch(name, collection, fp, base.name if base else None)
-            views.transition(ws, name, fp, collection, None if base else [], change)
+            # it holds what its base holds: only points where the base differs from its root change
+            paths = [] if base is None else _own_paths(ws, base, base_of_new=True)
+            views.transition(ws, name, fp, collection, paths, change)
             branch = state.branch(name)
             assert branch is not None
             summary.started_from = base.name if base else None
         if not branch.materialized:  # its points left the store (idle): back from the cache
-            paths = list(state.files(name))
-            views.transition(ws, name, fp, collection, paths, state_mod.change_materialized(name, True))
+            views.transition(ws, name, fp, collection, _own_paths(ws, branch),
+                             state_mod.change_materialized(name, True))
             branch = state.branch(name)
             assert branch is not None
         return branch
@@ -306,10 +311,25 @@ class Indexer:
         return next((r.path for r in rows if r.chunk_hash == chunk_hash), "?")
 
 
+def _own_paths(ws: Workspace, branch: Branch, base_of_new: bool = False) -> list[str] | None:
+    """The paths whose points change membership when ``branch`` comes or goes: where it
+    differs from its root (None: every path: a root, a root out of the store, another
+    pipeline). ``base_of_new``: for a new branch started from ``branch`` (rooted at its root)."""
+    root_name = branch.root if branch.root is not None else (branch.name if base_of_new else None)
+    root = ws.state.branch(root_name) if root_name is not None else None
+    if root is None or not root.materialized:
+        return None
+    if root_name == branch.name:  # a new branch of a root: it shares every point of it
+        return []
+    return ws.state.differing_paths(branch.name, root_name)
+
+
 def forget_branch(ws: Workspace, branch: Branch) -> None:
-    """Remove a branch: its manifest, and its tag from the points of its collection (points no
-    other branch holds are deleted). The collection goes when no branch is left in it."""
-    paths = list(ws.state.files(branch.name))
+    """Remove a branch: its manifest, and its membership of the points of its collection
+    (points no other branch holds are deleted; branches rooted at it become roots). The
+    collection goes when no branch is left in it."""
+    dependents = any(b.root == branch.name for b in ws.state.branches())
+    paths = None if dependents else _own_paths(ws, branch)
     if ws.store.has_collection(branch.collection):
         views.transition(ws, branch.name, branch.fingerprint, branch.collection, paths,
                          state_mod.change_drop_branch(branch.name))
@@ -325,7 +345,7 @@ def release_branch(ws: Workspace, branch: Branch) -> None:
     if not ws.store.has_collection(branch.collection):
         ws.state.set_materialized(branch.name, False)
         return
-    views.transition(ws, branch.name, branch.fingerprint, branch.collection, list(ws.state.files(branch.name)),
+    views.transition(ws, branch.name, branch.fingerprint, branch.collection, _own_paths(ws, branch),
                      state_mod.change_materialized(branch.name, False))
 
 

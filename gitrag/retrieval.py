@@ -113,7 +113,7 @@ def search(
         terms = None
     rerank_results = rerank_results and mode == "hybrid"
     limit = max(k, CANDIDATES) if rerank_results else k
-    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, branch=branch.tag,
+    hits = ws.store.search(branch.collection, dense=dense, sparse=terms, limit=limit, branch=branch.view,
                            prefetch=max(PREFETCH, k), scope=scope)
     results = [_result(h) for h in hits]
     if rerank_results:

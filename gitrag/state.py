@@ -3,7 +3,9 @@
 Every branch's manifest is built from rows shared by all branches that hold the same file:
 
 - ``branches``: name -> collection, embedder fingerprint, last indexed commit, last use,
-  pipeline version (``chunker``), whether its points are in the store (``materialized``).
+  pipeline version (``chunker``), whether its points are in the store (``materialized``),
+  and its ``root``: the branch it started from (or that one's root), whose points it
+  shares without being named on them (NULL: a root itself).
 - ``files``: per branch, each tracked path -> blob id and skip reason (NULL if indexed).
 - ``points``: per (variant, path, blob), the chunk occurrences of that file: point id,
   chunk hash and payload (JSON). ``variant`` is ``<pipeline>|<embedder fingerprint>``. A
@@ -19,8 +21,8 @@ fingerprint) -> float32 vector, ``sparse`` chunk SHA-256 -> sparse vector. A sec
 a fork or a moved folder embeds nothing embedded before.
 
 In the store, the points of all branches with one embedder share one collection; a point's
-``branches`` payload lists the tags (:func:`branch_tag`) of the materialized branches whose
-manifest holds it (:meth:`State.members`). The manifest and the last indexed commit only
+``branches`` and ``hidden`` payloads say which materialized branches hold it, relative to
+their roots (see :mod:`gitrag.views`; :meth:`State.members` gives who holds what). The manifest and the last indexed commit only
 move together, in one transaction (:meth:`State.commit_paths`), after the store has been
 flushed; :meth:`State.plan` says which store writes a state change needs, before it is made.
 """
@@ -41,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from gitrag.errors import StateError
-from gitrag.store.base import SparseVec
+from gitrag.store.base import BranchView, SparseVec
 
 FORMAT_VERSION = 2
 MIGRATES_FROM = "1"  # a state of this format is converted on open (its vectors go to the shared cache)
@@ -51,7 +53,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS branches(
     name TEXT PRIMARY KEY, collection TEXT NOT NULL, fingerprint TEXT NOT NULL,
     indexed_commit TEXT, updated_at REAL, last_used REAL, chunker TEXT,
-    materialized INTEGER NOT NULL DEFAULT 1);
+    materialized INTEGER NOT NULL DEFAULT 1, root TEXT);
 CREATE TABLE IF NOT EXISTS files(
     branch TEXT NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL, skip_reason TEXT,
     PRIMARY KEY(branch, path)) WITHOUT ROWID;
@@ -109,11 +111,17 @@ class Branch:
     last_used: float | None
     chunker: str | None = None  # the indexer's PIPELINE_VERSION (chunker, sparse terms, vector mix) of the manifest
     materialized: bool = True  # False: the manifest is kept, its points are not in the store (gc of an idle branch)
+    root: str | None = None  # the branch whose points it shares implicitly (None: a root)
 
     @property
     def tag(self) -> str:
-        """This branch's keyword in the store's ``branches`` payload (search with ``branch=tag``)."""
+        """This branch's keyword in the store's ``branches`` / ``hidden`` payloads."""
         return branch_tag(self.name)
+
+    @property
+    def view(self) -> BranchView:
+        """What a search of this branch filters on: ``store.search(..., branch=branch.view)``."""
+        return BranchView(self.tag, branch_tag(self.root) if self.root is not None else None)
 
 
 @dataclass(frozen=True)
@@ -131,8 +139,14 @@ class Member:
     row: PointRow
     branches: frozenset[str]
 
-    def tags(self) -> list[str]:
-        return sorted(branch_tag(b) for b in self.branches)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The store's view of the state at one moment: who holds which points, and the branches."""
+
+    members: dict[str, Member]
+    branches: dict[str, Branch]
 
 
 @dataclass(frozen=True)
@@ -410,6 +424,19 @@ class State:
             out.extend(PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows)
         return out
 
+    def differing_paths(self, a: str, b: str) -> list[str] | None:
+        """Paths whose file (blob or skip reason) differs between branches ``a`` and ``b``;
+        None when their pipelines differ (every point differs)."""
+        ca, cb = (self.db.execute("SELECT chunker FROM branches WHERE name=?", (n,)).fetchone() for n in (a, b))
+        if ca is None or cb is None or ca[0] != cb[0]:
+            return None
+        rows = self.db.execute(
+            "SELECT path FROM (SELECT path, blob, skip_reason FROM files WHERE branch=? EXCEPT "
+            "SELECT path, blob, skip_reason FROM files WHERE branch=?) UNION "
+            "SELECT path FROM (SELECT path, blob, skip_reason FROM files WHERE branch=? EXCEPT "
+            "SELECT path, blob, skip_reason FROM files WHERE branch=?)", (a, b, b, a))
+        return sorted(r[0] for r in rows)
+
     def point_count(self, branch: str) -> int:
         return self.db.execute(f"SELECT count(*) FROM ({_BRANCH_POINTS})", (branch,)).fetchone()[0]
 
@@ -430,21 +457,27 @@ class State:
         of all paths): {point id: Member}; a point no materialized branch holds is absent."""
         return _members(self.db, fingerprint, None if paths is None else sorted(set(paths)))
 
+    def snapshot(self, fingerprint: str, paths: Iterable[str] | None = None) -> Snapshot:
+        """Who holds the points of ``paths`` (None: all) now, and the branches."""
+        wanted = None if paths is None else sorted(set(paths))
+        return Snapshot(_members(self.db, fingerprint, wanted), {b.name: b for b in self.branches()})
+
     def plan(
         self, fingerprint: str, paths: Iterable[str] | None, change: Callable[[sqlite3.Connection], None]
-    ) -> tuple[dict[str, Member], dict[str, Member]]:
-        """(members now, members once ``change`` is applied) of ``paths`` (None: all), for
+    ) -> tuple[Snapshot, Snapshot]:
+        """(snapshot now, snapshot once ``change`` is applied) of ``paths`` (None: all), for
         the store writes a state change needs. ``change`` runs in a transaction that is
         rolled back: nothing changes here."""
         wanted = None if paths is None else sorted(set(paths))
-        before = _members(self.db, fingerprint, wanted)
+        before = self.snapshot(fingerprint, wanted)
         with self._disk_errors():
             if self._planner is None:  # its own connection: readers on ``db`` never see the trial
                 self._planner = _connect(self.path)
             self._planner.execute("BEGIN")
             try:
                 change(self._planner)
-                after = _members(self._planner, fingerprint, wanted)
+                rows = self._planner.execute("SELECT * FROM branches")
+                after = Snapshot(_members(self._planner, fingerprint, wanted), {r[0]: _branch(r) for r in rows})
             finally:
                 self._planner.execute("ROLLBACK")
         return before, after
@@ -539,24 +572,27 @@ class State:
 
 
 def _branch(row: Any) -> Branch:
-    return Branch(*row[:7], materialized=bool(row[7]))
+    return Branch(*row[:7], materialized=bool(row[7]), root=row[8])
 
 
 # -- state changes: each runs inside a transaction (State.apply, State.plan) ----------------
 
 def _create_branch(db: sqlite3.Connection, name: str, collection: str, fingerprint: str, copy_from: str | None) -> None:
     _drop_branch(db, name)
-    commit = chunker = None
+    commit = chunker = root = None
     if copy_from is not None:
-        commit, chunker = db.execute(
-            "SELECT indexed_commit, chunker FROM branches WHERE name=?", (copy_from,)).fetchone()
+        commit, chunker, base_root = db.execute(
+            "SELECT indexed_commit, chunker, root FROM branches WHERE name=?", (copy_from,)).fetchone()
+        root = base_root or copy_from
         db.execute("INSERT INTO files SELECT ?, path, blob, skip_reason FROM files WHERE branch=?", (name, copy_from))
     now = time.time()
-    db.execute("INSERT INTO branches VALUES(?,?,?,?,?,?,?,1)", (name, collection, fingerprint, commit, now, now, chunker))
+    db.execute("INSERT INTO branches VALUES(?,?,?,?,?,?,?,1,?)",
+               (name, collection, fingerprint, commit, now, now, chunker, root))
 
 
 def _drop_branch(db: sqlite3.Connection, name: str) -> None:
     db.execute("DELETE FROM branches WHERE name=?", (name,))
+    db.execute("UPDATE branches SET root=NULL WHERE root=?", (name,))  # its dependents become roots
     db.execute("DELETE FROM files WHERE branch=?", (name,))
     db.execute("DELETE FROM journal WHERE branch=?", (name,))
 

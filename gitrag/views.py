@@ -1,14 +1,20 @@
 """Branch views over one shared collection: the store writes that follow a state change.
 
 All branches of a repository indexed with one embedder share one collection. A point is a
-chunk occurrence (pipeline, path, blob, byte range, chunk hash); its ``branches`` payload
-lists the tags of the materialized branches whose manifest holds it, and every search
-filters on one tag. A change of the state (a sync's manifest update, a new branch, a
-dropped or expired branch) is applied in four steps:
+chunk occurrence (pipeline, path, blob, byte range, chunk hash), held by the materialized
+branches whose manifest has it. Membership is written relative to each branch's *root*
+(the branch it started from), so a new branch costs only its difference (:class:`Encoder`):
 
-    plan: the points of the touched paths and their branches, now and after the change
-          (State.plan, a rolled-back trial) -> upserts (points new to the store),
-          deletes (points no branch holds any more), membership updates (set_payload)
+    branches = the holders whose root is not a holder (roots name themselves)
+    hidden   = the branches whose root holds the point but which do not
+
+and a branch sees ``branches ∋ tag or (branches ∋ root and hidden ∌ tag)``
+(:class:`gitrag.store.BranchView`). A change of the state (a sync's manifest update, a
+new branch, a dropped or idle branch) is applied in four steps:
+
+    plan: the points of the touched paths, their holders and the branches, now and after
+          the change (State.plan, a rolled-back trial) -> upserts (points new to the
+          store), deletes (points no branch holds any more), payload updates (membership)
     journal the touched paths (committed)  ->  write the store, flush  ->  commit the change
 
 A crash between the journal and the commit leaves the journal; :func:`repair` (run first
@@ -27,9 +33,9 @@ import numpy as np
 import structlog
 
 from gitrag import sparse
-from gitrag.state import Member, PointRow
+from gitrag.state import Branch, Member, PointRow, Snapshot, branch_tag
 from gitrag.store import PointRecord
-from gitrag.store._common import BRANCHES
+from gitrag.store._common import BRANCHES, HIDDEN
 from gitrag.vectors import combine, path_vectors
 from gitrag.workspace import Workspace
 
@@ -37,6 +43,38 @@ log = structlog.get_logger("gitrag.views")
 
 UPSERT_BATCH = 256
 Change = Callable[[sqlite3.Connection], None]
+
+
+Membership = tuple[tuple[str, ...], tuple[str, ...]]  # (branches tags, hidden tags)
+
+
+class Encoder:
+    """The membership payloads (``branches``, ``hidden``) of points held by given branches, in
+    one snapshot of the branches (see the module doc); memoised per set of holders."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.branches = snap.branches
+        self.dependents: dict[str, list[str]] = {}
+        for b, br in snap.branches.items():
+            if br.materialized and br.root is not None:
+                self.dependents.setdefault(br.root, []).append(b)
+        self._memo: dict[frozenset[str], Membership] = {}
+
+    def __call__(self, holders: frozenset[str]) -> Membership:
+        got = self._memo.get(holders)
+        if got is None:
+            explicit = [b for b in holders if self.branches[b].root is None or self.branches[b].root not in holders]
+            hidden = [d for r in holders for d in self.dependents.get(r, ()) if d not in holders]
+            got = (tuple(sorted(branch_tag(b) for b in explicit)), tuple(sorted(branch_tag(b) for b in hidden)))
+            self._memo[holders] = got
+        return got
+
+
+def expected(ws: Workspace, fingerprint: str) -> dict[str, Membership]:
+    """{point id: (branches, hidden)} the collection of ``fingerprint`` must hold now."""
+    snap = ws.state.snapshot(fingerprint)
+    enc = Encoder(snap)
+    return {pid: enc(m.branches) for pid, m in snap.members.items()}
 
 
 @dataclass
@@ -74,14 +112,18 @@ def transition(
     state says the store has them (after a repair). ``vectors``: chunk vectors at hand
     (else read from the cache). ``batch``: points per upsert call."""
     state = ws.state
-    before, after = state.plan(fingerprint, paths, change)
+    snap_before, snap_after = state.plan(fingerprint, paths, change)
+    before, after = snap_before.members, snap_after.members
+    enc_before, enc_after = Encoder(snap_before), Encoder(snap_after)
     forced = set(force)
     deletes = [pid for pid in before if pid not in after]
-    upserts = [m for pid, m in after.items() if pid not in before or m.row.path in forced]
-    moved: dict[tuple[str, ...], list[str]] = {}
+    upserts = [(m, enc_after(m.branches)) for pid, m in after.items() if pid not in before or m.row.path in forced]
+    moved: dict[Membership, list[str]] = {}
     for pid, m in after.items():
-        if pid in before and m.row.path not in forced and before[pid].branches != m.branches:
-            moved.setdefault(tuple(m.tags()), []).append(pid)
+        if pid in before and m.row.path not in forced:
+            now = enc_after(m.branches)
+            if enc_before(before[pid].branches) != now:
+                moved.setdefault(now, []).append(pid)
     writes = Writes()
     touched = {m.row.path for m in before.values()} | {m.row.path for m in after.values()} | forced
     if paths is not None:
@@ -90,12 +132,12 @@ def transition(
         state.write_journal(journal_branch, sorted(touched))
         writes.missing, writes.paths_embedded = _upsert(ws, fingerprint, collection, upserts, vectors,
                                                         writes.path_failed, progress, batch)
-        writes.hashes = [m.row.chunk_hash for m in upserts if m.row.path not in writes.missing]
+        writes.hashes = [m.row.chunk_hash for m, _ in upserts if m.row.path not in writes.missing]
         writes.upserted = len(writes.hashes)
         if deletes:
             ws.store.delete(collection, deletes)
-        for tags, ids in moved.items():
-            ws.store.set_payload_of(collection, ids, {BRANCHES: list(tags)})
+        for (tags, hidden), ids in moved.items():
+            ws.store.set_payload_of(collection, ids, {BRANCHES: list(tags), HIDDEN: list(hidden)})
         ws.store.flush(collection)
         writes.deleted, writes.payloads = len(deletes), sum(len(ids) for ids in moved.values())
     if commit is not None:
@@ -115,7 +157,7 @@ def upsert_members(
     ws: Workspace,
     fingerprint: str,
     collection: str,
-    members: list[Member],
+    members: list[tuple[Member, Membership]],
     vectors: dict[str, np.ndarray] | None = None,
     path_failed: set[str] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
@@ -129,7 +171,7 @@ def _upsert(
     ws: Workspace,
     fingerprint: str,
     collection: str,
-    members: list[Member],
+    members: list[tuple[Member, Membership]],
     vectors: dict[str, np.ndarray] | None,
     path_failed: set[str] | None,
     progress: Callable[[str, int, int], None] | None,
@@ -138,19 +180,19 @@ def _upsert(
     """(paths whose vectors are missing, path texts embedded now); see :func:`upsert_members`."""
     if not members:
         return set(), 0
-    hashes = [m.row.chunk_hash for m in members]
+    hashes = [m.row.chunk_hash for m, _ in members]
     dense = dict(vectors or {})
     need = [h for h in hashes if h not in dense]
     if need:
         dense.update(ws.state.get_vectors(need, fingerprint))
     sparse_vecs = ws.state.get_sparse(hashes, sparse.VERSION)
-    missing = {m.row.path for m in members if m.row.chunk_hash not in dense or m.row.chunk_hash not in sparse_vecs}
-    kept = [m for m in members if m.row.path not in missing]
-    paths, embedded = path_vectors(ws.state, ws.embedder, fingerprint, (m.row.path for m in kept), path_failed)
+    missing = {m.row.path for m, _ in members if m.row.chunk_hash not in dense or m.row.chunk_hash not in sparse_vecs}
+    kept = [(m, enc) for m, enc in members if m.row.path not in missing]
+    paths, embedded = path_vectors(ws.state, ws.embedder, fingerprint, (m.row.path for m, _ in kept), path_failed)
     batch = max(1, batch)
     for i in range(0, len(kept), batch):
         part = kept[i : i + batch]
-        ws.store.upsert(collection, [record(m.row, dense, sparse_vecs, paths, m.tags()) for m in part])
+        ws.store.upsert(collection, [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part])
         if progress is not None:
             progress("store", min(i + batch, len(kept)), len(kept))
     return missing, embedded
@@ -158,11 +200,11 @@ def _upsert(
 
 def record(
     row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray],
-    tags: list[str],
+    membership: Membership,
 ) -> PointRecord:
-    """The store point of a manifest row: chunk + path vectors, chunk + path terms, its branches."""
+    """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership."""
     vector = combine(dense[row.chunk_hash], paths[row.path])
-    payload = {**row.payload, BRANCHES: tags}
+    payload = {**row.payload, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])}
     return PointRecord(row.point_id, vector, sparse.with_path(sparse_vecs[row.chunk_hash], row.path), payload)
 
 
@@ -181,8 +223,10 @@ def repair(ws: Workspace) -> dict[str, list[str]]:
             continue  # rebuilt whole when a branch of it is next synced
         for path in paths:
             ws.store.delete_path(collection, path)
-        members = ws.state.members(fingerprint, paths)
-        missing = upsert_members(ws, fingerprint, collection, list(members.values()))
+        snap = ws.state.snapshot(fingerprint, paths)
+        enc = Encoder(snap)
+        members = snap.members
+        missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in members.values()])
         ws.store.flush(collection)
         for branch in {b for m in members.values() if m.row.path in missing for b in m.branches}:
             ws.state.write_journal(branch, sorted(missing))  # re-indexed by that branch's sync
@@ -194,8 +238,9 @@ def rebuild(ws: Workspace, fingerprint: str, collection: str, dim: int, journal_
     """Create a missing collection and fill it from the state and the cache: no embedding.
     Paths whose vectors are gone from the cache are journaled for ``journal_branch``."""
     ws.store.create_collection(collection, dim)
-    members = ws.state.members(fingerprint)
-    missing = upsert_members(ws, fingerprint, collection, list(members.values()))
+    snap = ws.state.snapshot(fingerprint)
+    enc = Encoder(snap)
+    missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in snap.members.values()])
     ws.store.flush(collection)
     if missing:
         ws.state.write_journal(journal_branch, sorted(missing))

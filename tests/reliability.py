@@ -81,20 +81,23 @@ def _store_points(ws: Any, branch: Any) -> Points:
     """The branch's view of the shared collection, payloads without ``branches``. A point
     whose ``branches`` disagree with the state's manifests (of every branch) gets a marked
     payload, and points no branch holds are included: both count as wrong."""
+    from gitrag.views import expected
+
     collection = branch.collection
-    members = ws.state.members(branch.fingerprint)
+    members = expected(ws, branch.fingerprint)
+    view = ws.store.ids(collection, branch=branch.view)
     stored = _read(ws, collection, sorted(ws.store.ids(collection)))
     out: Points = {}
     for pid, payload, vector in stored:
-        tags = payload.pop("branches", None)
+        got = (tuple(payload.pop("branches", ())), tuple(payload.pop("hidden", ())))
         want = members.get(pid)
         if want is None:  # held by no branch: an orphan
             out[pid] = ("orphan " + json.dumps(payload, sort_keys=True), ())
             continue
-        if branch.tag not in (tags or []):
+        if pid not in view:
             continue
         text = json.dumps(payload, sort_keys=True)
-        if sorted(tags or []) != want.tags():
+        if got != want:
             text = "wrong branches " + text
         out[pid] = (text, tuple(round(float(x), 4) for x in vector))
     return out

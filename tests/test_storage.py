@@ -95,7 +95,8 @@ def test_a_chunk_only_on_one_branch_never_answers_on_another(repo: Repo, backend
         assert {h.payload["path"] for h in unfiltered} == {"pkg/only_feature.py"}  # it is in the collection
         assert main is not None and feature is not None and main.collection == feature.collection  # one collection
         assert ws.store.count(main.collection) == ws.state.point_count("feature")  # shared points stored once
-        assert ws.store.count(main.collection, branch=main.tag) == ws.state.point_count("main")
+        assert ws.store.count(main.collection, branch=main.view) == ws.state.point_count("main")
+        assert ws.store.count(main.collection, branch=feature.view) == ws.state.point_count("feature")
     finally:
         ws.close()
 
@@ -137,9 +138,13 @@ def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
     index(repo.path)
     assert lost_wrong(repo, tmp_path, monkeypatch, backend) == (0, 0)
     ws = open_workspace(repo.path)
-    try:  # every stored point is held by a branch, with exactly that branch's tags
+    try:  # every stored point is held by a branch, and every branch sees exactly its manifest
+        from gitrag.views import expected
+
         coll = ws.state.branch("topic").collection  # type: ignore[union-attr]
-        assert ws.store.ids(coll) == set(ws.state.members(ws.embedder.fingerprint))
+        assert ws.store.ids(coll) == set(expected(ws, ws.embedder.fingerprint))
+        for b in ws.state.branches():
+            assert ws.store.ids(coll, branch=b.view) == {r.point_id for r in ws.state.points(b.name)}, b.name
     finally:
         ws.close()
 

@@ -36,7 +36,7 @@ def snapshot(path: Path) -> dict[str, dict[str, Any]]:
         branch = ws.state.branch(ws.repo.branch())
         assert branch is not None
         rows = {r.point_id: r.payload for r in ws.state.points(branch.name)}
-        assert ws.store.ids(branch.collection, branch=branch.tag) == set(rows), "store and manifest disagree"
+        assert ws.store.ids(branch.collection, branch=branch.view) == set(rows), "store and manifest disagree"
         assert ws.store.ids(branch.collection) == set(ws.state.members(branch.fingerprint)), "orphan points"
         return rows
     finally:

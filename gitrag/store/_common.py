@@ -16,9 +16,10 @@ from gitrag.errors import StoreError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
 # Payload fields that get a keyword index: path (with prefix matching), language, symbol,
-# and branches (the tags of the branches holding a point: every search filters on it).
-KEYWORD_FIELDS = ("path", "language", "symbol", "branches")
+# and the branch membership fields every search filters on (see gitrag.store.base.BranchView).
+KEYWORD_FIELDS = ("path", "language", "symbol", "branches", "hidden")
 BRANCHES = "branches"
+HIDDEN = "hidden"
 
 _DISK_FULL = ("no space left on device", "disk full", "enospc", "os error 28")
 _LOCKED = ("wouldblock", "would block", "resource temporarily unavailable", "os error 11")

@@ -4,9 +4,10 @@ A point has an id (a UUID string), a dense vector named ``dense`` (cosine), a sp
 vector named ``sparse`` (BM25 term weights; the store applies the IDF modifier), and a
 payload of coordinates only: ``path``, ``blob``, ``start_byte``, ``end_byte``,
 ``start_line``, ``end_line``, ``symbol``, ``kind``, ``language``, ``chunk_hash`` (never
-source text), and ``branches``: the tags of the branches whose manifest holds the point
-(one collection per repository and embedder is shared by all its branches; a search names
-the branch it looks at, so a branch never sees another branch's code). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
+source text), and the membership fields ``branches`` and ``hidden`` (lists of branch tags;
+see :class:`BranchView`): one collection per repository and embedder is shared by all its
+branches, and a search names the branch it looks at, so a branch never sees another
+branch's code. Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
 (qdrant-client). Writes are idempotent; :meth:`flush` makes them durable.
 """
 
@@ -53,6 +54,17 @@ class SearchFilter:
     language: str = ""
 
 
+@dataclass(frozen=True)
+class BranchView:
+    """Which points a branch sees: those whose ``branches`` hold ``tag``, or, when the branch
+    has a ``root`` (the branch it was started from, whose points it shares without being
+    named on them), those whose ``branches`` hold ``root`` and whose ``hidden`` do not
+    hold ``tag``. A plain string stands for ``BranchView(tag)``."""
+
+    tag: str
+    root: str | None = None
+
+
 class Store(Protocol):
     kind: str  # "embedded" | "server"
 
@@ -80,10 +92,10 @@ class Store(Protocol):
     def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
         """Overwrite the same payload ``fields`` of many existing points (missing ids ignored)."""
 
-    def ids(self, name: str, branch: str | None = None) -> set[str]:
-        """Every point id in the collection; with ``branch`` (a tag) those whose ``branches`` hold it."""
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
+        """Every point id in the collection; with ``branch``, those that branch sees."""
 
-    def count(self, name: str, branch: str | None = None) -> int: ...
+    def count(self, name: str, branch: BranchView | str | None = None) -> int: ...
 
     def search(
         self,
@@ -92,12 +104,12 @@ class Store(Protocol):
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
-        branch: str | None,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
-        """Best-first hits with payloads, among the points whose ``branches`` payload holds the
-        tag ``branch`` (required: None searches every branch, for tools and tests only).
+        """Best-first hits with payloads, among the points ``branch`` sees (required: None
+        searches every branch, for tools and tests only).
 
         Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
         Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,

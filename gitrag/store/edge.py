@@ -6,7 +6,7 @@ Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.
 WAL is locked): a second process gets a :class:`StoreError` saying so.
 
 Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``),
-``language``, ``symbol`` and ``branches`` (every search filters on one branch tag). The
+``language``, ``symbol``, ``branches`` and ``hidden`` (every search filters on a branch view). The
 store adds no payload field of its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
@@ -49,8 +49,8 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import BRANCHES, KEYWORD_FIELDS, check_name, dense_list, str_id, translate
-from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
+from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, str_id, translate
+from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
@@ -86,12 +86,16 @@ def _filter(scope: SearchFilter | None) -> Filter | None:
     return Filter(must=must) if must else None
 
 
-def _in_branch(where: Filter | None, branch: str | None) -> Filter | None:
-    """``where`` restricted to the points whose ``branches`` hold the tag ``branch`` (None: all)."""
+def _in_branch(where: Filter | None, branch: BranchView | str | None) -> Filter | None:
+    """``where`` restricted to the points ``branch`` sees (None: all; see BranchView)."""
     if branch is None:
         return where
-    cond: list[Any] = [FieldCondition(BRANCHES, match=MatchValue(branch))]
-    return Filter(must=cond + ([where] if where is not None else []))
+    view = BranchView(branch) if isinstance(branch, str) else branch
+    cond: Any = FieldCondition(BRANCHES, match=MatchValue(view.tag))
+    if view.root is not None:
+        cond = Filter(should=[cond, FieldCondition(BRANCHES, match=MatchValue(view.root))],
+                      must_not=[FieldCondition(HIDDEN, match=MatchValue(view.tag))])
+    return Filter(must=[cond] + ([where] if where is not None else []))
 
 
 def _request(
@@ -281,9 +285,9 @@ class EdgeStore:
             records = shard.retrieve(ids, False, False) if ids else []
         return {str_id(r.id) for r in records}
 
-    def ids(self, name: str, branch: str | None = None) -> set[str]:
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
         """Every point id in the collection (scrolled in pages, no payloads or vectors); with
-        ``branch``, those whose ``branches`` payload holds that tag."""
+        ``branch``, those that branch sees."""
         where = _in_branch(None, branch)
         with self._lock:
             shard = self._shard(name)
@@ -298,8 +302,8 @@ class EdgeStore:
                     if offset is None:
                         return found
 
-    def count(self, name: str, branch: str | None = None) -> int:
-        """Exact number of points in the collection (with ``branch``: of that branch tag)."""
+    def count(self, name: str, branch: BranchView | str | None = None) -> int:
+        """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
@@ -312,7 +316,7 @@ class EdgeStore:
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
-        branch: str | None,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:

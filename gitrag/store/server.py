@@ -8,7 +8,7 @@ RAM and is slow beyond ~10^4 points; see the design doc):
 - ``path:/some/dir`` — persisted below that folder (one process at a time).
 
 Semantics match :class:`gitrag.store.edge.EdgeStore`: the same vectors, payload indexes
-(keyword ``path`` with prefix matching, ``language``, ``symbol``, ``branches``; a server only), the same
+(keyword ``path`` with prefix matching, ``language``, ``symbol``, ``branches``, ``hidden``; a server only), the same
 filters and the same RRF (k = RRF_K, rank counted from 0) so both rank alike. Updates
 wait for the server to apply them, so :meth:`ServerStore.flush` has nothing left to do.
 """
@@ -25,8 +25,8 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from gitrag.errors import StoreError
-from gitrag.store._common import BRANCHES, KEYWORD_FIELDS, check_name, dense_list, explain, str_id
-from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
+from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, explain, str_id
+from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _SCROLL_PAGE = 10_000
 _UPSERT_BATCH = 512  # points per request: keeps a request well under the server's 32 MB limit
@@ -62,12 +62,17 @@ def _filter(scope: SearchFilter | None) -> models.Filter | None:
     return models.Filter(must=must) if must else None
 
 
-def _in_branch(where: models.Filter | None, branch: str | None) -> models.Filter | None:
-    """``where`` restricted to the points whose ``branches`` hold the tag ``branch`` (None: all)."""
+def _in_branch(where: models.Filter | None, branch: BranchView | str | None) -> models.Filter | None:
+    """``where`` restricted to the points ``branch`` sees (None: all; see BranchView)."""
     if branch is None:
         return where
-    must: list[models.Condition] = [models.FieldCondition(key=BRANCHES, match=models.MatchValue(value=branch))]
-    return models.Filter(must=must + ([where] if where is not None else []))
+    view = BranchView(branch) if isinstance(branch, str) else branch
+    cond: models.Condition = models.FieldCondition(key=BRANCHES, match=models.MatchValue(value=view.tag))
+    if view.root is not None:
+        root = models.FieldCondition(key=BRANCHES, match=models.MatchValue(value=view.root))
+        hidden = models.FieldCondition(key=HIDDEN, match=models.MatchValue(value=view.tag))
+        cond = models.Filter(should=[cond, root], must_not=[hidden])
+    return models.Filter(must=[cond] + ([where] if where is not None else []))
 
 
 def _query_args(
@@ -225,9 +230,9 @@ class ServerStore:
             if existing:
                 self._client.set_payload(name, payload=dict(fields), points=existing, wait=True)
 
-    def ids(self, name: str, branch: str | None = None) -> set[str]:
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
         """Every point id in the collection (scrolled in pages, no payloads or vectors); with
-        ``branch``, those whose ``branches`` payload holds that tag."""
+        ``branch``, those that branch sees."""
         where = _in_branch(None, branch)
         found: set[str] = set()
         offset: Any = None
@@ -240,8 +245,8 @@ class ServerStore:
                 if offset is None:
                     return found
 
-    def count(self, name: str, branch: str | None = None) -> int:
-        """Exact number of points in the collection (with ``branch``: of that branch tag)."""
+    def count(self, name: str, branch: BranchView | str | None = None) -> int:
+        """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock, self._translate(name):
             return int(self._client.count(name, count_filter=_in_branch(None, branch), exact=True).count)
 
@@ -252,7 +257,7 @@ class ServerStore:
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
-        branch: str | None,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
