@@ -65,7 +65,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def p50_ms(store: Store, qs: list[tuple[np.ndarray, SparseVec]], scope: SearchFilter | None) -> float:
-    times = [timed(lambda d=d, s=s: store.search(COLL, dense=d, sparse=s, limit=10, scope=scope)) for d, s in qs]
+    times = [timed(lambda d=d, s=s: store.search(COLL, dense=d, sparse=s, limit=10, scope=scope, branch=None)) for d, s in qs]
     return statistics.median(times) * 1000
 
 

@@ -20,9 +20,7 @@ there are ignored with a warning (set them in the user config or the environment
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import re
 import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -178,12 +176,11 @@ def state_dir() -> Path:
 
 
 def repo_data_dir(common_dir: Path) -> Path:
-    """The data folder of one repository, keyed by its common git dir."""
-    resolved = str(Path(common_dir).resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    parent = Path(resolved).parent.name if Path(resolved).name == ".git" else Path(resolved).name
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", parent)[:40] or "repo"
-    return data_root() / f"{slug}-{digest}"
+    """The data folder of one repository, keyed by the id in its git dir (survives a move;
+    see :mod:`gitrag.identity`), not created here."""
+    from gitrag import identity  # standard library only
+
+    return identity.data_dir(data_root(), Path(common_dir))
 
 
 def _coerce(name: str, raw: object) -> object:

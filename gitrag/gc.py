@@ -1,20 +1,24 @@
-"""Garbage collection of one repository's index.
+"""Garbage collection of one repository's index (and of repositories that are gone).
 
-* branches deleted from git lose their collection and manifest;
-* collections of branches unused for ``branch_ttl_days`` and checked out in no work tree
-  are dropped (the manifest and the vector cache stay: the next sync rebuilds the
-  collection with no embedding);
-* cached vectors, sparse vectors and symbol rows that no manifest references are deleted.
+* branches deleted from git lose their manifest and their tag on the shared collection's
+  points (points no other branch holds are deleted);
+* the points of branches unused for ``branch_ttl_days`` and checked out in no work tree
+  leave the store (the manifest stays: the next sync puts them back with no embedding);
+* shared manifest rows, symbol rows and cached vectors that nothing references are deleted
+  (the vector cache is shared: every repository's manifests count);
+* :func:`drop_gone_repositories`: data folders of repositories that no longer exist.
 """
 
 from __future__ import annotations
 
-from gitrag import sparse
-
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
+from gitrag import config, identity, sparse
 from gitrag.gitrepo import DETACHED
+from gitrag.indexer import forget_branch, release_branch
 from gitrag.workspace import Workspace
 
 
@@ -23,35 +27,60 @@ def drop_deleted(ws: Workspace) -> list[str]:
     alive = set(ws.repo.branches()) | {DETACHED}
     gone = [b for b in ws.state.branches() if b.name not in alive]
     for b in gone:
-        ws.store.drop_collection(b.collection)
-        ws.state.drop_branch(b.name)
+        forget_branch(ws, b)
     return [b.name for b in gone]
 
 
 def drop_expired(ws: Workspace, checked_out: set[str], now: float | None = None) -> list[str]:
-    """Drop the collections of branches unused for the TTL and not checked out; their names."""
+    """Take the points of branches unused for the TTL and not checked out out of the store;
+    returns their names."""
     now = time.time() if now is None else now
     ttl_s = ws.settings.branch_ttl_days * 86400.0
     dropped = []
     for b in ws.state.branches():
-        if b.name in checked_out or (b.last_used or 0.0) > now - ttl_s:
+        if b.name in checked_out or (b.last_used or 0.0) > now - ttl_s or not b.materialized:
             continue
-        if ws.store.has_collection(b.collection):
-            ws.store.drop_collection(b.collection)
-            dropped.append(b.name)
+        release_branch(ws, b)
+        dropped.append(b.name)
     return dropped
 
 
+def other_states(ws: Workspace) -> list[Path]:
+    """The ``state.db`` of the user's other repositories (they share the vector cache)."""
+    root = config.data_root()
+    return sorted(p for p in root.glob("*/state.db") if p.parent != ws.data_dir) if root.is_dir() else []
+
+
 def disk_bytes(ws: Workspace) -> int:
-    collections = sum(ws.store.size_bytes(b.collection) for b in ws.state.branches() if ws.store.has_collection(b.collection))
-    return collections + ws.state.size_bytes()
+    """Bytes on disk of the repository's collections and state (the shared cache not included)."""
+    names = {b.collection for b in ws.state.branches()}
+    return sum(ws.store.size_bytes(n) for n in names if ws.store.has_collection(n)) + ws.state.size_bytes()
+
+
+def drop_gone_repositories(ws: Workspace) -> list[str]:
+    """Delete the data folders (and server collections) of repositories that no longer exist
+    (see :func:`gitrag.identity.gone_folders`); returns the git dirs they served."""
+    dropped = []
+    for folder in identity.gone_folders(config.data_root()):
+        if folder == ws.data_dir:
+            continue
+        if ws.store.kind == "server":
+            prefix = f"g{identity.repo_id_of(folder)}_"
+            for name in ws.store.list_collections():
+                if name.startswith(prefix):
+                    ws.store.drop_collection(name)
+        dropped.append(str(identity.recorded(folder)))
+        shutil.rmtree(folder, ignore_errors=True)
+    return dropped
 
 
 def collect(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[str, Any]:
     """One full pass; returns ``{"deleted", "dropped", "vectors_deleted", "sparse_deleted",
-    "bytes_before", "bytes_after"}`` (bytes on disk of the collections and the state)."""
+    "repositories_dropped", "bytes_before", "bytes_after"}`` (bytes on disk of the
+    repository's collections and state)."""
     before = disk_bytes(ws)
     result: dict[str, Any] = {"deleted": drop_deleted(ws), "dropped": drop_expired(ws, checked_out)}
-    vectors, sparse_rows = ws.state.gc_cache(sparse.VERSION) if cache else (0, 0)
+    result["repositories_dropped"] = drop_gone_repositories(ws) if cache else []
+    vectors, sparse_rows = ws.state.gc_cache(sparse.VERSION, other_states(ws)) if cache else (0, 0)
     result.update(vectors_deleted=vectors, sparse_deleted=sparse_rows, bytes_before=before, bytes_after=disk_bytes(ws))
     return result

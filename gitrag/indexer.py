@@ -1,16 +1,19 @@
-"""The sync algorithm: bring one branch's collection to its HEAD at a cost proportional to
-what changed.
+"""The sync algorithm: bring one branch's view of the shared collection to its HEAD at a
+cost proportional to what changed.
 
     diff(last indexed commit, HEAD) with renames  (or manifest vs tree when the old commit is gone)
     -> read touched blobs, skip by policy, chunk
     -> vectors from the cache by (chunk SHA-256, embedder fingerprint), embed only the misses
-    -> journal the touched paths; upsert new points, set payloads that moved, delete orphans; flush
+    -> plan the store writes (gitrag.views): upsert points new to the collection, delete the
+       ones no branch holds any more, update the ``branches`` of shared ones
+    -> journal the touched paths; write the store; flush
     -> one SQLite transaction: manifest of the touched paths + the new indexed commit
 
-A crash anywhere leaves the journal; the next sync first restores every journaled path
-in the store from the manifest and the cache, so the collection always converges to the
-manifest. A branch seen for the first time starts from the manifest of its nearest indexed
-branch (by merge-base distance) and applies the diff.
+A crash anywhere leaves the journal; the next sync (of any branch: the collection is
+shared) first restores every journaled path in the store from the state and the cache, so
+the collection always converges to the manifests. A branch seen for the first time starts
+from the file list of its nearest indexed branch (by merge-base distance): its tag is
+added to the points they share, then the diff is applied.
 """
 
 from __future__ import annotations
@@ -25,15 +28,15 @@ import numpy as np
 import structlog
 
 from gitrag import sparse
+from gitrag import state as state_mod
+from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
 from gitrag.errors import EmbedderMismatch
 from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.policy import VERSION as POLICY_VERSION
 from gitrag.state import Branch, FileUpdate, PointRow
-from gitrag.store import PointRecord
 from gitrag.vectors import VERSION as VECTORS_VERSION
-from gitrag.vectors import combine, path_vectors
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.indexer")
@@ -73,26 +76,25 @@ class IndexSummary:
         return asdict(self)
 
 
-def point_id(path: str, chunk_hash: str, ordinal: int) -> str:
-    """Stable id of a chunk occurrence: same path, text and repeat ordinal -> same point."""
-    return str(uuid.uuid5(_POINT_NS, f"{path}\0{chunk_hash}\0{ordinal}"))
+def point_id(variant: str, path: str, blob: str, start_byte: int, end_byte: int, chunk_hash: str) -> str:
+    """Stable id of a chunk occurrence, the same in every branch that has it: same pipeline
+    and embedder (``variant``), path, blob, byte range and text -> same point."""
+    return str(uuid.uuid5(_POINT_NS, f"{variant}\0{path}\0{blob}\0{start_byte}\0{end_byte}\0{chunk_hash}"))
 
 
-def _rows_for(entry: Entry, analysis: FileAnalysis) -> list[PointRow]:
-    seen: dict[str, int] = {}
+def _rows_for(entry: Entry, analysis: FileAnalysis, variant: str) -> list[PointRow]:
     rows = []
     for chunk in analysis.chunks:
         if not chunk.embeddable:  # content-free: it tiles the file but is never a point
             continue
         h = chunk.hash
-        ordinal = seen.get(h, 0)
-        seen[h] = ordinal + 1
         payload = {
             "path": entry.path, "blob": entry.blob, "start_byte": chunk.start_byte, "end_byte": chunk.end_byte,
             "start_line": chunk.start_line, "end_line": chunk.end_line, "symbol": chunk.symbol,
             "kind": chunk.kind, "language": chunk.language, "chunk_hash": h,
         }
-        rows.append(PointRow(point_id(entry.path, h, ordinal), entry.path, h, payload))
+        pid = point_id(variant, entry.path, entry.blob, chunk.start_byte, chunk.end_byte, h)
+        rows.append(PointRow(pid, entry.path, h, payload))
     return rows
 
 
@@ -111,6 +113,11 @@ class Indexer:
         """PIPELINE_VERSION plus the settings that decide which files are indexed."""
         return f"{PIPELINE_VERSION}/max{self.ws.settings.max_file_bytes}/policy{POLICY_VERSION}"
 
+    @property
+    def variant(self) -> str:
+        """What decides a file's points besides path and blob (part of every point id)."""
+        return state_mod.variant(self.pipeline, self.ws.embedder.fingerprint)
+
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False) -> IndexSummary:
         """Bring the current branch's index to HEAD. Raises EmptyRepository on an unborn
@@ -121,16 +128,18 @@ class Indexer:
         head = repo.require_head()
         name = repo.branch()
         summary = IndexSummary(str(repo.root), name, head)
+        journal = views.repair(self.ws)  # the store is shared: any branch's crash is repaired first
+        repaired = set(journal.get(name, ()))
         branch = self._prepare_branch(name, head, rebuild, summary)
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
-        repaired = self._repair(branch)
+        repaired |= set(self.ws.state.journal_paths(name))
         if branch.indexed_commit == head and not repaired and branch.chunker == self.pipeline:
             summary.chunks_total = self.ws.state.point_count(name)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
         touched = self._touched(branch, head) | repaired
-        self._apply(branch, head, touched, summary, rewrite=branch.chunker != self.pipeline)
+        self._apply(branch, head, touched, summary, repaired)
         summary.chunks_total = self.ws.state.point_count(name)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
@@ -138,7 +147,9 @@ class Indexer:
 
     # -- branch set-up ------------------------------------------------------------
     def _prepare_branch(self, name: str, head: str, rebuild: bool, summary: IndexSummary) -> Branch:
-        state, fp = self.ws.state, self.ws.embedder.fingerprint
+        """The branch's state and view, ready for a diff: registered (from its nearest indexed
+        branch), its collection present and its points in it (``materialized``)."""
+        ws, state, fp = self.ws, self.ws.state, self.ws.embedder.fingerprint
         branch = state.branch(name)
         if branch is not None and (rebuild or branch.fingerprint != fp):
             if not rebuild:
@@ -146,19 +157,25 @@ class Indexer:
                     f"branch {name!r} was indexed with embedder {branch.fingerprint}, but {fp} is configured; "
                     f"run `gitrag index --rebuild` to re-embed, or switch the embedder back"
                 )
-            self.ws.store.drop_collection(branch.collection)
-            state.drop_branch(name)
+            forget_branch(ws, branch)
             branch = None
+        collection = ws.collection(name)
+        if not ws.store.has_collection(collection):  # first index, or dropped: rebuilt from the cache
+            views.rebuild(ws, fp, collection, ws.embedder.dim, name)
         if branch is None:
             base = self._nearest_indexed(head, fp)
-            collection = self.ws.collection(name)
-            self.ws.store.drop_collection(collection)
-            branch = state.create_branch(name, collection, fp, copy_from=base.name if base else None)
+            change = state_mod.change_create_branch(name, collection, fp, base.name if base else None)
+            # it holds what its base holds: only points where the base differs from its root change
+            paths = [] if base is None else _own_paths(ws, base, base_of_new=True)
+            views.transition(ws, name, fp, collection, paths, change)
+            branch = state.branch(name)
+            assert branch is not None
             summary.started_from = base.name if base else None
-        if not self.ws.store.has_collection(branch.collection):
-            self.ws.store.create_collection(branch.collection, self.ws.embedder.dim)
-            if state.point_count(name):
-                self._materialize(branch)
+        if not branch.materialized:  # its points left the store (idle): back from the cache
+            views.transition(ws, name, fp, collection, _own_paths(ws, branch),
+                             state_mod.change_materialized(name, True))
+            branch = state.branch(name)
+            assert branch is not None
         return branch
 
     def _nearest_indexed(self, head: str, fingerprint: str) -> Branch | None:
@@ -172,41 +189,6 @@ class Indexer:
             if best_dist is None or dist < best_dist:
                 best, best_dist = cand, dist
         return best
-
-    def _materialize(self, branch: Branch) -> None:
-        """Rebuild a dropped collection from the manifest and the vector cache: no embedding."""
-        rows = self.ws.state.points(branch.name)
-        missing = self._upsert_rows(branch, rows)
-        if missing:  # vectors gone from the cache: re-index those paths
-            self.ws.state.write_journal(branch.name, missing)
-        self.ws.store.flush(branch.collection)
-
-    def _repair(self, branch: Branch) -> set[str]:
-        """Undo a crashed sync: restore journaled paths in the store from the manifest."""
-        paths = self.ws.state.journal_paths(branch.name)
-        if not paths:
-            return set()
-        log.warning("repairing after an interrupted sync", branch=branch.name, paths=len(paths))
-        for path in paths:
-            self.ws.store.delete_path(branch.collection, path)
-        self._upsert_rows(branch, self.ws.state.points(branch.name, paths))
-        self.ws.store.flush(branch.collection)
-        return set(paths)
-
-    def _upsert_rows(self, branch: Branch, rows: list[PointRow]) -> set[str]:
-        """Upsert manifest rows from cached vectors; returns paths whose vectors are missing."""
-        hashes = [r.chunk_hash for r in rows]
-        dense = self.ws.state.get_vectors(hashes, branch.fingerprint)
-        sparse_vecs = self.ws.state.get_sparse(hashes, sparse.VERSION)
-        missing = {r.path for r in rows if r.chunk_hash not in dense or r.chunk_hash not in sparse_vecs}
-        kept = [r for r in rows if r.path not in missing]
-        paths, _ = path_vectors(self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in kept),
-                                self._path_failed)
-        records = [_record(r, dense, sparse_vecs, paths) for r in kept]
-        for i in range(0, len(records), UPSERT_BATCH):
-            self.ws.store.upsert(branch.collection, records[i : i + UPSERT_BATCH])
-            self.progress("restore", min(i + UPSERT_BATCH, len(records)), len(records))
-        return missing
 
     # -- what changed -------------------------------------------------------------
     def _touched(self, branch: Branch, head: str) -> set[str]:
@@ -226,14 +208,11 @@ class Indexer:
         return {p for p in set(known) | set(now) if p not in known or known[p].blob != now.get(p)}
 
     # -- apply ----------------------------------------------------------------------
-    def _apply(self, branch: Branch, head: str, touched: set[str], summary: IndexSummary, rewrite: bool) -> None:
-        """Index ``touched`` paths; ``rewrite`` writes every point again (the pipeline changed)."""
+    def _apply(self, branch: Branch, head: str, touched: set[str], summary: IndexSummary, repaired: set[str]) -> None:
+        """Index ``touched`` paths (every path when the pipeline changed: new point ids)."""
         ws = self.ws
         entries = {e.path: e for e in ws.repo.files(head)}
         policy = Policy(ws.repo, head, ws.settings.max_file_bytes, list(entries.values()))
-        old_rows: dict[str, list[PointRow]] = {}
-        for row in ws.state.points(branch.name, sorted(touched)):
-            old_rows.setdefault(row.path, []).append(row)
         updates = self._analyze_paths(sorted(touched), entries, policy, summary)
         new_rows = [r for up in updates for r in up.points or ()]
         vectors = self._vectors_for(new_rows, branch, summary)
@@ -245,15 +224,21 @@ class Indexer:
                 if len(kept) != len(up.points or ()):
                     retry.add(up.path)
                 up.points = kept
-        self._write_store(branch, updates, {} if rewrite else old_rows, vectors, summary)
-        if rewrite:  # points of paths gone since: the old manifest's ids not written now
-            kept = {r.point_id for up in updates for r in up.points or ()}
-            stale = [r.point_id for rows in old_rows.values() for r in rows if r.point_id not in kept]
-            if stale:
-                ws.store.delete(branch.collection, stale)
-                ws.store.flush(branch.collection)
-                summary.points_deleted += len(stale)
-        ws.state.commit_paths(branch.name, updates, head, self.pipeline, retry=retry | self._path_failed)
+        planned = state_mod.change_paths(branch.name, updates, head, self.pipeline)
+
+        def commit(writes: views.Writes) -> None:
+            self._path_failed |= writes.path_failed
+            ws.state.commit_paths(branch.name, updates, head, self.pipeline,
+                                  retry=retry | self._path_failed | writes.missing)
+
+        writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, touched, planned,
+                                  commit=commit, force=repaired, vectors=vectors, progress=self.progress,
+                                  batch=UPSERT_BATCH)
+        summary.points_upserted += writes.upserted
+        summary.points_deleted += writes.deleted
+        summary.payloads_updated += writes.payloads
+        summary.paths_embedded = writes.paths_embedded
+        summary.chunks_reused += sum(1 for h in writes.hashes if h not in self._embedded)
 
     def _analyze_paths(
         self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary
@@ -277,7 +262,7 @@ class Indexer:
             summary.files_indexed += 1
             self._texts.update((c.hash, c.text) for c in analysis.chunks if c.embeddable)
             self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
-            updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis)))
+            updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis, self.variant)))
         return updates
 
     def _analyze_one(
@@ -328,55 +313,43 @@ class Indexer:
     def _path_of(self, chunk_hash: str, rows: list[PointRow]) -> str:
         return next((r.path for r in rows if r.chunk_hash == chunk_hash), "?")
 
-    def _write_store(
-        self,
-        branch: Branch,
-        updates: list[FileUpdate],
-        old_rows: dict[str, list[PointRow]],
-        vectors: dict[str, np.ndarray],
-        summary: IndexSummary,
-    ) -> None:
-        store, coll = self.ws.store, branch.collection
-        upserts: list[PointRow] = []
-        deletes: list[str] = []
-        payloads: dict[str, dict[str, Any]] = {}
-        for up in updates:
-            before = {r.point_id: r for r in old_rows.get(up.path, [])}
-            after = {r.point_id: r for r in up.points or ()}
-            deletes.extend(pid for pid in before if pid not in after)
-            for pid, row in after.items():
-                if pid not in before:
-                    upserts.append(row)
-                elif before[pid].payload != row.payload:
-                    payloads[pid] = row.payload
-        if not (upserts or deletes or payloads):
-            return
-        self.ws.state.write_journal(branch.name, [u.path for u in updates])
-        sparse_vecs = self.ws.state.get_sparse((r.chunk_hash for r in upserts), sparse.VERSION)
-        paths, summary.paths_embedded = path_vectors(
-            self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts), self._path_failed
-        )
-        records = [_record(r, vectors, sparse_vecs, paths) for r in upserts]
-        for i in range(0, len(records), UPSERT_BATCH):
-            store.upsert(coll, records[i : i + UPSERT_BATCH])
-            self.progress("store", min(i + UPSERT_BATCH, len(records)), len(records))
-        if deletes:
-            store.delete(coll, deletes)
-        if payloads:
-            store.set_payload(coll, payloads)
-        store.flush(coll)
-        summary.points_upserted += len(records)
-        summary.points_deleted += len(deletes)
-        summary.payloads_updated += len(payloads)
-        summary.chunks_reused += sum(1 for r in upserts if r.chunk_hash not in self._embedded)
+
+def _own_paths(ws: Workspace, branch: Branch, base_of_new: bool = False) -> list[str] | None:
+    """The paths whose points change membership when ``branch`` comes or goes: where it
+    differs from its root (None: every path: a root, a root out of the store, another
+    pipeline). ``base_of_new``: for a new branch started from ``branch`` (rooted at its root)."""
+    root_name = branch.root if branch.root is not None else (branch.name if base_of_new else None)
+    root = ws.state.branch(root_name) if root_name is not None else None
+    if root is None or not root.materialized:
+        return None
+    if root_name == branch.name:  # a new branch of a root: it shares every point of it
+        return []
+    return ws.state.differing_paths(branch.name, root_name)
 
 
-def _record(
-    row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray]
-) -> PointRecord:
-    """The store point of a manifest row: chunk + path vectors, chunk + path terms."""
-    vector = combine(dense[row.chunk_hash], paths[row.path])
-    return PointRecord(row.point_id, vector, sparse.with_path(sparse_vecs[row.chunk_hash], row.path), row.payload)
+def forget_branch(ws: Workspace, branch: Branch) -> None:
+    """Remove a branch: its manifest, and its membership of the points of its collection
+    (points no other branch holds are deleted; branches rooted at it become roots). The
+    collection goes when no branch is left in it."""
+    dependents = any(b.root == branch.name for b in ws.state.branches())
+    paths = None if dependents else _own_paths(ws, branch)
+    if ws.store.has_collection(branch.collection):
+        views.transition(ws, branch.name, branch.fingerprint, branch.collection, paths,
+                         state_mod.change_drop_branch(branch.name))
+    else:
+        ws.state.drop_branch(branch.name)
+    if not any(b.collection == branch.collection for b in ws.state.branches()):
+        ws.store.drop_collection(branch.collection)
+
+
+def release_branch(ws: Workspace, branch: Branch) -> None:
+    """Take an idle branch's points out of the store (only it held them: deleted; shared:
+    its tag removed). Its manifest stays: the next sync puts them back with no embedding."""
+    if not ws.store.has_collection(branch.collection):
+        ws.state.set_materialized(branch.name, False)
+        return
+    views.transition(ws, branch.name, branch.fingerprint, branch.collection, _own_paths(ws, branch),
+                     state_mod.change_materialized(branch.name, False))
 
 
 def _is_policy_file(path: str) -> bool:

@@ -118,7 +118,7 @@ def search(
     name = ws.repo.branch()
     ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
-    if branch is None or not ws.store.has_collection(branch.collection):
+    if branch is None or not branch.materialized or not ws.store.has_collection(branch.collection):
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
     if mode != "sparse" and branch.fingerprint != ws.embedder.fingerprint:
         raise EmbedderMismatch(
@@ -139,7 +139,8 @@ def search(
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
         results = _ranked(ws, branch.name, query, dense, terms, want, scope, off)
     else:
-        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope)
+        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope,
+                               branch=branch.view)
         results = sorted((_result(h) for h in hits), key=_stable)
     if merge:
         results = merge_pieces(results)
@@ -161,12 +162,13 @@ def _ranked(
     off: frozenset[str],
 ) -> list[Result]:
     """The dense and the sparse list, fetched separately, through gitrag.ranking."""
-    coll = ws.state.branch(branch).collection
+    row = ws.state.branch(branch)
+    coll, view = row.collection, row.view
     limit = max(PREFETCH, k)
     cands: dict[str, ranking.Candidate] = {}
-    for hit in ws.store.search(coll, dense=dense, sparse=None, limit=limit, scope=scope):
+    for hit in ws.store.search(coll, dense=dense, sparse=None, limit=limit, scope=scope, branch=view):
         cands[hit.id] = _candidate(hit.id, hit.payload, dense=float(hit.score))
-    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope) if terms else ():
+    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope, branch=view) if terms else ():
         if hit.id in cands:
             cands[hit.id].sparse = float(hit.score)
         else:

@@ -7,11 +7,10 @@ and never reach for globals. The embedder is created lazily (loading a model is 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gitrag import config
+from gitrag import config, identity
 from gitrag.config import Settings
 from gitrag.embedders import Embedder, create
 from gitrag.gitrepo import GitRepo
@@ -19,19 +18,22 @@ from gitrag.state import State
 from gitrag.store import Store, open_store
 
 
-def collection_name(common_dir: Path, branch: str, fingerprint: str) -> str:
-    """A collection name that is unique per (repository, branch, embedder) and safe anywhere.
+def collection_name(repo_id: str, fingerprint: str) -> str:
+    """The collection of one (repository, embedder), shared by all the repository's branches.
 
-    Shape: ``g<repo 8 hex>_<embedder 8 hex>_<branch slug ≤ 24>_<branch 10 hex>``; the slug is
-    for people, the hash for uniqueness (any branch name works: slashes, unicode, case)."""
+    Shape: ``g<repo id 16 hex>_<embedder 8 hex>``: unique on a shared server, and the same
+    after the repository moves (the id lives in its git dir, see :mod:`gitrag.identity`)."""
     fp_key = hashlib.sha256(fingerprint.encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9]+", "-", branch.lower()).strip("-")[:24] or "b"
-    branch_key = hashlib.sha256(branch.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    return f"{_repo_prefix(common_dir)}{fp_key}_{slug}_{branch_key}"
+    return f"{_repo_prefix(repo_id)}{fp_key}"
 
 
-def _repo_prefix(common_dir: Path) -> str:
-    """``g<repo 8 hex>_``: how every collection name of the repository starts."""
+def _repo_prefix(repo_id: str) -> str:
+    """``g<repo id>_``: how every collection name of the repository starts."""
+    return f"g{repo_id}_"
+
+
+def _legacy_prefix(common_dir: Path) -> str:
+    """How the previous release's per-branch collection names of this repository started."""
     repo_key = hashlib.sha256(str(Path(common_dir).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return f"g{repo_key}_"
 
@@ -51,8 +53,14 @@ class Workspace:
             self._embedder = create(self.settings)
         return self._embedder
 
-    def collection(self, branch: str) -> str:
-        return collection_name(self.repo.common_dir, branch, self.embedder.fingerprint)
+    @property
+    def repo_id(self) -> str:
+        """The repository's id (the data folder is named with it)."""
+        return identity.repo_id_of(self.data_dir)
+
+    def collection(self, branch: str = "") -> str:
+        """The collection of the configured embedder; every ``branch`` shares it."""
+        return collection_name(self.repo_id, self.embedder.fingerprint)
 
     def close(self) -> None:
         self.store.close()
@@ -71,11 +79,14 @@ def open_workspace(
     settings = settings or config.load_settings(repo.workdir)
     data_dir = config.repo_data_dir(repo.common_dir)
     config.private_data_dir(data_dir)
-    (data_dir / "repo").write_text(str(repo.common_dir))
-    state = State(data_dir, reset_incompatible=rebuild)
+    identity.record(data_dir, repo.common_dir)
+    state = State(data_dir, reset_incompatible=rebuild, cache_path=config.data_root() / "cache.db")
     store = open_store(settings, data_dir)
-    if state.reset_from is not None:  # the old state's collections mean nothing to the new one
+    if state.reset_from is not None or state.migrated_from is not None:
+        # the old state's collections mean nothing to the new one (per-branch ones of the
+        # previous release, in this folder or named after the old path on a server)
+        prefixes = (_repo_prefix(identity.repo_id_of(data_dir)), _legacy_prefix(repo.common_dir))
         for name in store.list_collections():
-            if name.startswith(_repo_prefix(repo.common_dir)):
+            if name.startswith(prefixes):
                 store.drop_collection(name)
     return Workspace(repo, settings, data_dir, state, store, embedder)

@@ -1,7 +1,8 @@
 """Helpers for the reliability tests (issue 8).
 
-* :func:`points` reads what a branch really holds: every point of the store (payload and
-  dense vector) and the manifest; :func:`compare` counts points *lost* (in the from-scratch
+* :func:`points` reads what a branch really holds: every point of its view of the shared
+  collection (payload and dense vector; a wrong ``branches`` membership or an orphan
+  point counts as wrong) and the manifest; :func:`compare` counts points *lost* (in the from-scratch
   index, missing here) and *wrong* (here but not there, or with another payload or vector,
   or store and manifest disagreeing) against a from-scratch index of the same commit.
 * :func:`record` appends each fault tried, its outcome and those counts to the JSON-lines
@@ -62,14 +63,43 @@ def commit_b(repo: Repo) -> str:
     return repo.commit("B")
 
 
-def _store_points(ws: Any, collection: str) -> Points:
-    ids = sorted(ws.store.ids(collection))
-    shard = ws.store._shard(collection)  # the embedded engine: read payloads and vectors back
-    out: Points = {}
+def _read(ws: Any, collection: str, ids: list[str]) -> list[tuple[str, dict[str, Any], list[float]]]:
+    """(id, payload, dense vector) of stored points, from either backend's engine."""
+    out = []
     for i in range(0, len(ids), 512):
-        for rec in shard.retrieve(ids[i : i + 512], True, True):
-            dense = tuple(round(float(x), 4) for x in rec.vector["dense"])
-            out[str(rec.id)] = (json.dumps(rec.payload, sort_keys=True), dense)
+        part = ids[i : i + 512]
+        if ws.store.kind == "embedded":
+            recs = ws.store._shard(collection).retrieve(part, True, True)
+            out += [(str(r.id), dict(r.payload), list(r.vector["dense"])) for r in recs]
+        else:
+            recs = ws.store._client.retrieve(collection, ids=part, with_payload=True, with_vectors=True)
+            out += [(str(r.id), dict(r.payload), list(r.vector["dense"])) for r in recs]
+    return out
+
+
+def _store_points(ws: Any, branch: Any) -> Points:
+    """The branch's view of the shared collection, payloads without ``branches``. A point
+    whose ``branches`` disagree with the state's manifests (of every branch) gets a marked
+    payload, and points no branch holds are included: both count as wrong."""
+    from gitrag.views import expected
+
+    collection = branch.collection
+    members = expected(ws, branch.fingerprint)
+    view = ws.store.ids(collection, branch=branch.view)
+    stored = _read(ws, collection, sorted(ws.store.ids(collection)))
+    out: Points = {}
+    for pid, payload, vector in stored:
+        got = (tuple(payload.pop("branches", ())), tuple(payload.pop("hidden", ())))
+        want = members.get(pid)
+        if want is None:  # held by no branch: an orphan
+            out[pid] = ("orphan " + json.dumps(payload, sort_keys=True), ())
+            continue
+        if pid not in view:
+            continue
+        text = json.dumps(payload, sort_keys=True)
+        if got != want:
+            text = "wrong branches " + text
+        out[pid] = (text, tuple(round(float(x), 4) for x in vector))
     return out
 
 
@@ -81,7 +111,7 @@ def points(path: Path) -> tuple[Points, dict[str, str]]:
         if branch is None:
             return {}, {}
         manifest = {r.point_id: json.dumps(r.payload, sort_keys=True) for r in ws.state.points(branch.name)}
-        stored = _store_points(ws, branch.collection) if ws.store.has_collection(branch.collection) else {}
+        stored = _store_points(ws, branch) if ws.store.has_collection(branch.collection) else {}
         return stored, manifest
     finally:
         ws.close()
@@ -196,8 +226,16 @@ def start_daemon(prelude: dict[str, Any] | None = None, env: dict[str, str] | No
 
 
 def pending_repo(repo: Repo) -> Repo:
-    """Commit A indexed (in-process); commit B touching every kind of store write, not yet."""
+    """Commit A indexed (in-process) on main, and branch ``side`` (A plus an edit of
+    pkg/c.py) indexed too; then commit B on main, touching every kind of store write, not
+    yet indexed: new points, points only main held (deleted) and points side shares
+    (membership updates)."""
     commit_a(repo)
     sync(repo.path)
+    repo.git("checkout", "-q", "-b", "side")
+    repo.write("pkg/c.py", functions("gamma", 3).replace("value * 1 +", "value * 11 +"))
+    repo.commit("side edits c")
+    sync(repo.path)
+    repo.git("checkout", "-q", "main")
     commit_b(repo)
     return repo

@@ -295,10 +295,11 @@ def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> 
         Indexer(replace(ws, repo=GitRepo(repo.path))).sync()
         repo.git("checkout", "-q", "main")
         ws.state.db.execute("UPDATE branches SET last_used=0")  # both unused for ages
-        old = ws.state.branch("old")
-        assert old is not None and ws.store.has_collection(old.collection)
+        old, main = ws.state.branch("old"), ws.state.branch("main")
+        assert old is not None and main is not None and ws.store.ids(old.collection, branch=old.view)
         assert gc.drop_expired(ws, checked_out={"main"}) == ["old"]  # main is checked out: kept
-        assert not ws.store.has_collection(old.collection) and ws.state.point_count("old")  # the manifest stays
+        assert not ws.state.branch("old").materialized and ws.state.point_count("old")  # type: ignore[union-attr]
+        assert ws.store.ids(main.collection, branch=main.view) == {r.point_id for r in ws.state.points("main")}
         assert gc.worktrees(repo.path / ".git") == [str(repo.path.resolve())]
         assert not gc.stale(GitRepo(repo.path), ws.state)
     finally:

@@ -39,8 +39,8 @@ KILL_POINTS = [
     ("embedding: after the first vectors were cached", "gitrag.state:State.put_vectors", 1, "after"),
     ("journal written, store not yet touched", "gitrag.state:State.write_journal", 1, "after"),
     ("half-way through the upserts", "gitrag.store.edge:EdgeStore.upsert", 2, "after"),
-    ("after deleting orphans, before payload updates", "gitrag.store.edge:EdgeStore.delete", 1, "after"),
-    ("after payload updates, before the flush", "gitrag.store.edge:EdgeStore.set_payload", 1, "after"),
+    ("after deleting orphans, before membership updates", "gitrag.store.edge:EdgeStore.delete", 1, "after"),
+    ("after membership updates, before the flush", "gitrag.store.edge:EdgeStore.set_payload_of", 1, "after"),
     ("store flushed, state not yet committed", "gitrag.store.edge:EdgeStore.flush", 1, "after"),
     ("state committed, before the reply", "gitrag.state:State.commit_paths", 1, "after"),
 ]

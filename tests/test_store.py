@@ -40,11 +40,11 @@ def unit(*xs: float) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def payload(path: str, language: str = "python", symbol: str = "") -> dict[str, Any]:
+def payload(path: str, language: str = "python", symbol: str = "", branches: tuple[str, ...] = ("main",)) -> dict[str, Any]:
     return {
         "path": path, "blob": "0" * 40, "start_byte": 0, "end_byte": 10, "start_line": 1,
         "end_line": 2, "symbol": symbol or path, "kind": "function", "language": language,
-        "chunk_hash": "f" * 64,
+        "chunk_hash": "f" * 64, "branches": list(branches),
     }  # fmt: skip
 
 
@@ -70,9 +70,10 @@ CORPUS = [
     point("a", unit(1, 0), {7: 1.0, 8: 1.0}, path="src/a.py"),
     point("b", unit(0.95, math.sqrt(1 - 0.95**2)), {7: 1.0}, path="src/click/b.py"),
     point("c", unit(0.8, 0.6), {7: 1.0, 9: 1.0}, path="srcx/c.go", language="go"),
-    point("d", unit(0.5, math.sqrt(0.75)), {7: 2.0, 8: 0.5}, path="docs/src/d.md", language="markdown"),
-    point("e", unit(0, 1), {7: 1.0}, path="src/e.go", language="go"),
-]
+    point("d", unit(0.5, math.sqrt(0.75)), {7: 2.0, 8: 0.5}, path="docs/src/d.md", language="markdown",
+          branches=("main", "topic")),
+    point("e", unit(0, 1), {7: 1.0}, path="src/e.go", language="go", branches=("topic",)),
+]  # branch membership: a, b, c on main only; d on both; e on topic only
 LABEL = {pid(x): x for x in "abcde"}
 
 
@@ -138,7 +139,7 @@ def test_missing_collection_is_a_store_error(store: Store) -> None:
         lambda: store.count("gabc_none"),
         lambda: store.ids("gabc_none"),
         lambda: store.upsert("gabc_none", CORPUS[:1]),
-        lambda: store.search("gabc_none", dense=unit(1), sparse=None, limit=3),
+        lambda: store.search("gabc_none", branch=None, dense=unit(1), sparse=None, limit=3),
     ):
         with pytest.raises(StoreError, match="does not exist"):
             call()
@@ -153,7 +154,7 @@ def test_upsert_is_idempotent_and_replaces(filled: Store) -> None:
     moved = point("a", unit(0, 0, 1), {5: 1.0}, path="src/renamed.py")
     filled.upsert(COLL, [moved])
     assert filled.count(COLL) == 5
-    hit = filled.search(COLL, dense=unit(0, 0, 1), sparse=None, limit=1)[0]
+    hit = filled.search(COLL, branch=None, dense=unit(0, 0, 1), sparse=None, limit=1)[0]
     assert (LABEL[hit.id], hit.payload["path"]) == ("a", "src/renamed.py")
     assert hit.score == pytest.approx(1.0, abs=1e-5)
 
@@ -180,14 +181,14 @@ def test_delete_path_matches_exactly(filled: Store) -> None:
 
 def test_set_payload_overwrites_named_fields_only(filled: Store) -> None:
     filled.set_payload(COLL, {pid("a"): {"start_line": 40, "end_line": 50}, pid("ghost"): {"symbol": "x"}})
-    hit = filled.search(COLL, dense=unit(1), sparse=None, limit=1)[0]
+    hit = filled.search(COLL, branch=None, dense=unit(1), sparse=None, limit=1)[0]
     assert hit.payload == {**payload("src/a.py"), "start_line": 40, "end_line": 50}
     assert filled.ids(COLL) == {pid(x) for x in "abcde"}  # the ghost was not created
 
 
 def test_payload_is_stored_as_given(corpus: Store) -> None:
     """Coordinates only: the store adds nothing (no source text) and drops nothing."""
-    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=10)
+    hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=10)
     by_id = {p.id: p.payload for p in CORPUS}
     assert len(hits) == 5
     for hit in hits:
@@ -199,21 +200,21 @@ def test_payload_is_stored_as_given(corpus: Store) -> None:
 
 
 def test_dense_ranks_by_cosine(corpus: Store) -> None:
-    hits = corpus.search(COLL, dense=unit(1), sparse=None, limit=5)
+    hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=5)
     assert labels(hits) == list("abcde")
     assert [h.score for h in hits] == pytest.approx([1.0, 0.95, 0.8, 0.5, 0.0], abs=1e-5)
-    assert labels(corpus.search(COLL, dense=unit(1), sparse=None, limit=2)) == ["a", "b"]
+    assert labels(corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=2)) == ["a", "b"]
 
 
 def test_sparse_applies_idf_so_a_rare_term_outranks_a_common_one(corpus: Store) -> None:
-    hits = corpus.search(COLL, dense=None, sparse=SparseVec([7, 9], [1.0, 1.0]), limit=5)
+    hits = corpus.search(COLL, branch=None, dense=None, sparse=SparseVec([7, 9], [1.0, 1.0]), limit=5)
     # c has the rare term 9; d has the common term 7 with twice the weight and still loses
     assert labels(hits)[0] == "c"
     common, rare = idf(5, 5), idf(1, 5)
     assert hits[0].score == pytest.approx(common + rare, rel=1e-4)
     assert labels(hits)[1] == "d" and hits[1].score == pytest.approx(2 * common, rel=1e-4)
     # only points sharing a term are returned
-    assert labels(corpus.search(COLL, dense=None, sparse=SparseVec([8], [1.0]), limit=5)) == ["a", "d"]
+    assert labels(corpus.search(COLL, branch=None, dense=None, sparse=SparseVec([8], [1.0]), limit=5)) == ["a", "d"]
 
 
 def rrf_by_hand(lists: list[list[str]], k: int = RRF_K) -> dict[str, float]:
@@ -227,18 +228,18 @@ def rrf_by_hand(lists: list[list[str]], k: int = RRF_K) -> dict[str, float]:
 
 def test_hybrid_is_rrf_of_the_two_prefetch_lists(corpus: Store) -> None:
     dense_q, sparse_q = unit(1), SparseVec([8, 9], [1.0, 1.0])
-    dense_list = labels(corpus.search(COLL, dense=dense_q, sparse=None, limit=40))
-    sparse_list = labels(corpus.search(COLL, dense=None, sparse=sparse_q, limit=40))
+    dense_list = labels(corpus.search(COLL, branch=None, dense=dense_q, sparse=None, limit=40))
+    sparse_list = labels(corpus.search(COLL, branch=None, dense=None, sparse=sparse_q, limit=40))
     assert dense_list == list("abcde") and sparse_list == ["c", "a", "d"]
     expected = rrf_by_hand([dense_list, sparse_list])
-    hits = corpus.search(COLL, dense=dense_q, sparse=sparse_q, limit=5)
+    hits = corpus.search(COLL, branch=None, dense=dense_q, sparse=sparse_q, limit=5)
     # a: 1/60 + 1/61, c: 1/62 + 1/60, d: 1/63 + 1/62, b: 1/61, e: 1/64
     assert labels(hits) == ["a", "c", "d", "b", "e"]
     assert [h.score for h in hits] == pytest.approx([expected[x] for x in labels(hits)], rel=1e-5)
 
 
 def test_hybrid_fuses_only_the_prefetched_candidates(corpus: Store) -> None:
-    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5, prefetch=2)
+    hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5, prefetch=2)
     expected = rrf_by_hand([["a", "b"], ["c", "a"]])
     assert labels(hits) == ["a", "c", "b"]
     assert [h.score for h in hits] == pytest.approx([expected[x] for x in "acb"], rel=1e-5)
@@ -246,7 +247,7 @@ def test_hybrid_fuses_only_the_prefetched_candidates(corpus: Store) -> None:
 
 def test_search_without_a_query_vector_is_a_value_error(corpus: Store) -> None:
     with pytest.raises(ValueError):
-        corpus.search(COLL, dense=None, sparse=None, limit=5)
+        corpus.search(COLL, branch=None, dense=None, sparse=None, limit=5)
 
 
 @pytest.mark.parametrize(
@@ -262,18 +263,18 @@ def test_search_without_a_query_vector_is_a_value_error(corpus: Store) -> None:
     ],
 )
 def test_filters_in_every_mode(corpus: Store, scope: SearchFilter, expected: list[str]) -> None:
-    dense = corpus.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope)
+    dense = corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=5, scope=scope)
     assert labels(dense) == expected
-    sparse = corpus.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    sparse = corpus.search(COLL, branch=None, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
     assert sorted(labels(sparse)) == expected
-    hybrid = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    hybrid = corpus.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
     assert sorted(labels(hybrid)) == expected
 
 
 def test_filtered_hybrid_ranks_within_the_scope(corpus: Store) -> None:
     """Out-of-scope points take no rank in the prefetch lists."""
     scope = SearchFilter(language="go")
-    hits = corpus.search(COLL, dense=unit(1), sparse=SparseVec([9], [1.0]), limit=5, scope=scope)
+    hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([9], [1.0]), limit=5, scope=scope)
     expected = rrf_by_hand([["c", "e"], ["c"]])
     assert labels(hits) == ["c", "e"]
     assert [h.score for h in hits] == pytest.approx([expected["c"], expected["e"]], rel=1e-5)
@@ -296,11 +297,11 @@ ALL_PATHS = [p.payload["path"] for p in CORPUS]
 def test_exclude_globs_leave_paths_out_in_every_mode(corpus: Store, exclude: tuple[str, ...], prefix: str,
                                                      expected: list[str]) -> None:
     scope = SearchFilter(path_prefix=prefix, exclude=exclude).resolve(ALL_PATHS)
-    dense = corpus.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope)
+    dense = corpus.search(COLL, dense=unit(1), sparse=None, limit=5, scope=scope, branch=None)
     assert labels(dense) == expected
-    sparse = corpus.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    sparse = corpus.search(COLL, dense=None, sparse=SparseVec([7], [1.0]), limit=5, scope=scope, branch=None)
     assert sorted(labels(sparse)) == expected
-    hybrid = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope)
+    hybrid = corpus.search(COLL, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5, scope=scope, branch=None)
     assert sorted(labels(hybrid)) == expected
 
 
@@ -315,7 +316,7 @@ def test_exclusion_still_fills_k_from_the_rest(store: Store) -> None:
     scope = SearchFilter(exclude=("docs/**",)).resolve(p.payload["path"] for p in docs + code)
     assert len(scope.excluded_paths) == 30
     for dense, sparse in ((unit(1), None), (None, SparseVec([7], [1.0])), (unit(1), SparseVec([7], [1.0]))):
-        hits = store.search(COLL, dense=dense, sparse=sparse, limit=10, prefetch=10, scope=scope)
+        hits = store.search(COLL, dense=dense, sparse=sparse, limit=10, prefetch=10, scope=scope, branch=None)
         assert len(hits) == 10
         assert all(h.payload["path"].startswith("src/") for h in hits)
 
@@ -331,6 +332,37 @@ def test_exclude_globs_are_checked_when_the_filter_is_made() -> None:
     assert not scope.admits("src/README.md", "markdown")
     assert not scope.admits("src/tests/test_a.py", "python")
     assert not scope.admits("lib/a.py", "python")
+
+
+# -- branches: one collection, one view per branch ------------------------------------
+
+
+@pytest.mark.parametrize(("branch", "expected"), [("main", list("abcd")), ("topic", ["d", "e"]), ("gone", [])])
+def test_a_search_sees_only_its_branch_in_every_mode(corpus: Store, branch: str, expected: list[str]) -> None:
+    dense = corpus.search(COLL, branch=branch, dense=unit(1), sparse=None, limit=5)
+    assert labels(dense) == expected
+    sparse = corpus.search(COLL, branch=branch, dense=None, sparse=SparseVec([7], [1.0]), limit=5)
+    assert sorted(labels(sparse)) == expected
+    hybrid = corpus.search(COLL, branch=branch, dense=unit(1), sparse=SparseVec([7], [1.0]), limit=5)
+    assert sorted(labels(hybrid)) == expected
+    assert corpus.ids(COLL, branch=branch) == {pid(x) for x in expected}
+    assert corpus.count(COLL, branch=branch) == len(expected)
+
+
+def test_the_branch_filter_combines_with_the_scope(corpus: Store) -> None:
+    scope = SearchFilter(language="go")
+    assert labels(corpus.search(COLL, branch="main", dense=unit(1), sparse=None, limit=5, scope=scope)) == ["c"]
+    hits = corpus.search(COLL, branch="topic", dense=unit(1), sparse=SparseVec([9], [1.0]), limit=5, scope=scope)
+    assert labels(hits) == ["e"]  # c is go and has the rare term, but is not on topic
+
+
+def test_a_membership_change_is_one_payload_update(filled: Store) -> None:
+    filled.set_payload_of(COLL, [pid("a"), pid("b"), pid("zz")], {"branches": ["main", "topic"]})
+    assert filled.ids(COLL, branch="topic") == {pid(x) for x in "abde"}
+    hit = filled.search(COLL, branch="topic", dense=unit(1), sparse=None, limit=1)[0]
+    assert labels([hit]) == ["a"] and hit.payload["symbol"] == "src/a.py"  # other fields kept
+    filled.set_payload_of(COLL, [pid("d")], {"branches": []})
+    assert filled.ids(COLL, branch="main") == {pid(x) for x in "abc"} and filled.count(COLL) == 5
 
 
 # -- both backends agree ----------------------------------------------------------------
@@ -388,7 +420,7 @@ def test_both_backends_rank_alike(tmp_path: Path) -> None:
                 {"dense": q, "sparse": sq},
                 {"dense": q, "sparse": sq, "scope": SearchFilter(path_prefix="src/", language="go")},
             ):
-                edge, server = (s.search(COLL, limit=10, **args) for s in stores)
+                edge, server = (s.search(COLL, branch=None, limit=10, **args) for s in stores)
                 assert_same_ranking(edge, server)
     finally:
         for s in stores:
@@ -405,14 +437,14 @@ def test_embedded_reopen_keeps_every_point(tmp_path: Path) -> None:
     store.delete(COLL, [pid("e")])
     store.set_payload(COLL, {pid("a"): {"symbol": "renamed"}})
     store.flush(COLL)
-    before = store.search(COLL, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5)
+    before = store.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5)
     store.close()
 
     again = EdgeStore(tmp_path / "q")
     try:
         assert again.list_collections() == [COLL]
         assert again.ids(COLL) == {pid(x) for x in "abcd"}
-        after = again.search(COLL, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5)
+        after = again.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([8, 9], [1.0, 1.0]), limit=5)
         assert after == before
         assert after[labels(after).index("a")].payload["symbol"] == "renamed"
     finally:
@@ -477,7 +509,7 @@ def test_embedded_search_while_another_thread_upserts(tmp_path: Path) -> None:
     thread = threading.Thread(target=writer)
     thread.start()
     while thread.is_alive():
-        assert labels(store.search(COLL, dense=unit(1), sparse=SparseVec([8], [1.0]), limit=2)) == ["a", "d"]
+        assert labels(store.search(COLL, branch=None, dense=unit(1), sparse=SparseVec([8], [1.0]), limit=2)) == ["a", "d"]
     thread.join()
     assert not errors and store.count(COLL) == 5 + 40 * 20
     store.close()

@@ -29,13 +29,15 @@ def module(*names: str, header: str = "") -> str:
 
 
 def snapshot(path: Path) -> dict[str, dict[str, Any]]:
-    """{point id: payload} of the current branch; asserts the store holds exactly the manifest."""
+    """{point id: payload} of the current branch; asserts the branch's view of the store holds
+    exactly its manifest, and the collection exactly the points some branch holds."""
     ws = open_workspace(path)
     try:
         branch = ws.state.branch(ws.repo.branch())
         assert branch is not None
         rows = {r.point_id: r.payload for r in ws.state.points(branch.name)}
-        assert ws.store.ids(branch.collection) == set(rows), "store and manifest disagree"
+        assert ws.store.ids(branch.collection, branch=branch.view) == set(rows), "store and manifest disagree"
+        assert ws.store.ids(branch.collection) == set(ws.state.members(branch.fingerprint)), "orphan points"
         return rows
     finally:
         ws.close()
@@ -87,7 +89,8 @@ def test_line_added_above_moves_lines_without_embedding(base: Repo, tmp_path: Pa
     base.write("pkg/a.py", "\n\n" + module("alpha", "beta"))
     base.commit("blank lines on top")
     s = sync(base.path)
-    assert s.chunks_embedded == 0 and s.payloads_updated == len(before)
+    # a point is an occurrence (path, blob, byte range, text): moved lines are new points, from the cache
+    assert s.chunks_embedded == 0 and s.points_upserted == s.points_deleted == len(before)
     after = {p["chunk_hash"]: p for p in snapshot(base.path).values() if p["path"] == "pkg/a.py"}
     assert set(after) == set(before)
     assert all(after[h]["end_line"] == before[h]["end_line"] + 2 for h in before)
@@ -233,7 +236,10 @@ def test_new_pipeline_version_rechunks_and_rewrites_every_point(base: Repo, monk
     monkeypatch.setattr(gitrag.indexer, "PIPELINE_VERSION", "next")
     s = sync(base.path)
     assert s.files_indexed == 3 and s.chunks_embedded == 0  # same texts: all from the cache
-    assert s.points_upserted == len(before) and snapshot(base.path) == before  # every point rewritten
+    after = snapshot(base.path)
+    assert s.points_upserted == s.points_deleted == len(before)  # every point rewritten, under new ids
+    assert not set(after) & set(before)
+    assert sorted(map(str, after.values())) == sorted(map(str, before.values()))
     again = sync(base.path)
     assert again.files_indexed == 0
 

@@ -25,7 +25,9 @@ def gc(repo: str, as_json: bool) -> int:
     deleted = ", ".join(result["deleted"]) or "none"
     dropped = ", ".join(result["dropped"]) or "none"
     output.out.print(f"deleted branches forgotten: {deleted}")
-    output.out.print(f"collections dropped (rebuilt from the cache on use): {dropped}")
+    output.out.print(f"idle branches taken out of the store (back from the cache on use): {dropped}")
+    gone = ", ".join(result.get("repositories_dropped", [])) or "none"
+    output.out.print(f"data of repositories that no longer exist dropped: {gone}")
     output.out.print(f"cache entries deleted: {result['vectors_deleted']} vectors, {result['sparse_deleted']} sparse")
     output.out.print(f"disk: {result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB")
     return EXIT_OK

@@ -43,7 +43,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
             "up_to_date": head is not None and head == b.indexed_commit, "current": b.name == current,
             "points": ws.state.point_count(b.name), "collection": b.collection,
             "collection_bytes": ws.store.size_bytes(b.collection) if ws.store.has_collection(b.collection) else 0,
-            "materialized": ws.store.has_collection(b.collection), "last_used": b.last_used,
+            "materialized": b.materialized and ws.store.has_collection(b.collection), "last_used": b.last_used,
             "skipped": ws.state.skip_counts(b.name),
         })
     repo = {

@@ -1,10 +1,10 @@
 """Garbage collection in the daemon, run on a repository's worker thread.
 
 * a workspace idle for ``idle_s`` is closed (shards and SQLite freed; reopened on use)
-* the collection of a branch not used for ``branch_ttl_days`` and checked out in no work
-  tree is dropped: the vector cache keeps its vectors, so it is rebuilt on use with no
-  embedding (design principle 4)
-* a branch deleted from git loses its collection and manifest
+* the points of a branch not used for ``branch_ttl_days`` and checked out in no work tree
+  leave the shared collection: the vector cache keeps their vectors, so they come back on
+  use with no embedding (design principle 4)
+* a branch deleted from git loses its manifest and its points (those no other branch holds)
 * once a day, cached vectors no manifest references are deleted (``State.gc_cache``)
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from gitrag.errors import GitragError
-from gitrag.gc import drop_deleted, drop_expired
+from gitrag.gc import drop_deleted, drop_expired, other_states
 from gitrag.gitrepo import GitRepo
 from gitrag.state import State
 from gitrag.workspace import Workspace
@@ -56,7 +56,7 @@ def collect(ws: Workspace, checked_out: set[str], last_cache_gc: float) -> dict[
         result["deleted"] = drop_deleted(ws)
         result["dropped"] = drop_expired(ws, checked_out)
         if time.time() - last_cache_gc > CACHE_GC_EVERY_S:
-            result["vectors"], _ = ws.state.gc_cache(sparse.VERSION)
+            result["vectors"], _ = ws.state.gc_cache(sparse.VERSION, other_states(ws))
             result["cache_gc"] = True
     except GitragError as exc:
         log.warning("gc failed", repo=str(ws.repo.common_dir), error=str(exc))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec, Store
+from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec, Store
 
 if TYPE_CHECKING:
     from gitrag.config import Settings
 
-__all__ = ["DENSE", "RRF_K", "SPARSE", "Hit", "PointRecord", "SearchFilter", "SparseVec", "Store", "open_store"]
+__all__ = ["DENSE", "RRF_K", "SPARSE", "BranchView", "Hit", "PointRecord", "SearchFilter", "SparseVec", "Store", "open_store"]
 
 
 def open_store(settings: Settings, data_dir: Path) -> Store:

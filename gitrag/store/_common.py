@@ -15,8 +15,11 @@ from gitrag.errors import StoreError
 # Collection names become directory names (embedded) or URL segments (server).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
-# Payload fields that get a keyword index: path (with prefix matching), language, symbol.
-KEYWORD_FIELDS = ("path", "language", "symbol")
+# Payload fields that get a keyword index: path (with prefix matching), language, symbol,
+# and the branch membership fields every search filters on (see gitrag.store.base.BranchView).
+KEYWORD_FIELDS = ("path", "language", "symbol", "branches", "hidden")
+BRANCHES = "branches"
+HIDDEN = "hidden"
 
 _DISK_FULL = ("no space left on device", "disk full", "enospc", "os error 28")
 _LOCKED = ("wouldblock", "would block", "resource temporarily unavailable", "os error 11")

@@ -1,10 +1,13 @@
-"""The vector store protocol: per-branch collections of points.
+"""The vector store protocol: collections of points shared by a repository's branches.
 
 A point has an id (a UUID string), a dense vector named ``dense`` (cosine), a sparse
 vector named ``sparse`` (BM25 term weights; the store applies the IDF modifier), and a
 payload of coordinates only: ``path``, ``blob``, ``start_byte``, ``end_byte``,
 ``start_line``, ``end_line``, ``symbol``, ``kind``, ``language``, ``chunk_hash`` (never
-source text). Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
+source text), and the membership fields ``branches`` and ``hidden`` (lists of branch tags;
+see :class:`BranchView`): one collection per repository and embedder is shared by all its
+branches, and a search names the branch it looks at, so a branch never sees another
+branch's code. Two backends implement it: ``embedded`` (Qdrant Edge) and ``server``
 (qdrant-client). Writes are idempotent; :meth:`flush` makes them durable.
 """
 
@@ -102,6 +105,17 @@ class SearchFilter:
         return replace(self, excluded_paths=tuple(hit))
 
 
+@dataclass(frozen=True)
+class BranchView:
+    """Which points a branch sees: those whose ``branches`` hold ``tag``, or, when the branch
+    has a ``root`` (the branch it was started from, whose points it shares without being
+    named on them), those whose ``branches`` hold ``root`` and whose ``hidden`` do not
+    hold ``tag``. A plain string stands for ``BranchView(tag)``."""
+
+    tag: str
+    root: str | None = None
+
+
 class Store(Protocol):
     kind: str  # "embedded" | "server"
 
@@ -126,10 +140,13 @@ class Store(Protocol):
     def set_payload(self, name: str, updates: dict[str, dict[str, Any]]) -> None:
         """Overwrite payload fields of existing points: ``{point_id: {field: value}}``."""
 
-    def ids(self, name: str) -> set[str]:
-        """Every point id in the collection."""
+    def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
+        """Overwrite the same payload ``fields`` of many existing points (missing ids ignored)."""
 
-    def count(self, name: str) -> int: ...
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
+        """Every point id in the collection; with ``branch``, those that branch sees."""
+
+    def count(self, name: str, branch: BranchView | str | None = None) -> int: ...
 
     def search(
         self,
@@ -138,10 +155,12 @@ class Store(Protocol):
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
-        """Best-first hits with payloads.
+        """Best-first hits with payloads, among the points ``branch`` sees (required: None
+        searches every branch, for tools and tests only).
 
         Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
         Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,

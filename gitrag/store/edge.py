@@ -6,8 +6,9 @@ Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.
 WAL is locked): a second process gets a :class:`StoreError` saying so.
 
 Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``;
-exact values, for ``SearchFilter.excluded_paths``),
-``language`` and ``symbol``. The store adds no payload field of its own.
+exact values, for ``SearchFilter.excluded_paths``), ``language``, ``symbol``, ``branches``
+and ``hidden`` (every search filters on a branch view). The store adds no payload field of
+its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
 another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`.
@@ -50,8 +51,8 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import KEYWORD_FIELDS, check_name, dense_list, str_id, translate
-from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
+from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, str_id, translate
+from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
@@ -86,6 +87,18 @@ def _filter(scope: SearchFilter | None) -> Filter | None:
         must.append(FieldCondition("language", match=MatchValue(scope.language)))
     must_not = [FieldCondition("path", match=MatchAny(list(scope.excluded_paths)))] if scope.excluded_paths else []
     return Filter(must=must or None, must_not=must_not or None) if must or must_not else None
+
+
+def _in_branch(where: Filter | None, branch: BranchView | str | None) -> Filter | None:
+    """``where`` restricted to the points ``branch`` sees (None: all; see BranchView)."""
+    if branch is None:
+        return where
+    view = BranchView(branch) if isinstance(branch, str) else branch
+    cond: Any = FieldCondition(BRANCHES, match=MatchValue(view.tag))
+    if view.root is not None:
+        cond = Filter(should=[cond, FieldCondition(BRANCHES, match=MatchValue(view.root))],
+                      must_not=[FieldCondition(HIDDEN, match=MatchValue(view.tag))])
+    return Filter(must=[cond] + ([where] if where is not None else []))
 
 
 def _request(
@@ -260,14 +273,25 @@ class EdgeStore:
                 if fields and point_id in existing:
                     self._update(name, partial(UpdateOperation.set_payload, [point_id], dict(fields)))
 
+    def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
+        """Overwrite the same payload ``fields`` of many points in one operation (missing ids ignored)."""
+        if not ids or not fields:
+            return
+        with self._lock:
+            existing = self._existing(name, list(ids))
+            if existing:
+                self._update(name, partial(UpdateOperation.set_payload, sorted(existing), dict(fields)))
+
     def _existing(self, name: str, ids: list[str]) -> set[str]:
         shard = self._shard(name)
         with translate(f"collection {self._dir(name)}"):
             records = shard.retrieve(ids, False, False) if ids else []
         return {str_id(r.id) for r in records}
 
-    def ids(self, name: str) -> set[str]:
-        """Every point id in the collection (scrolled in pages, no payloads or vectors)."""
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
+        """Every point id in the collection (scrolled in pages, no payloads or vectors); with
+        ``branch``, those that branch sees."""
+        where = _in_branch(None, branch)
         with self._lock:
             shard = self._shard(name)
             found: set[str] = set()
@@ -275,18 +299,18 @@ class EdgeStore:
             with translate(f"collection {self._dir(name)}"):
                 while True:
                     page, offset = shard.scroll(
-                        ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=False, with_vector=False)
+                        ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=False, with_vector=False)
                     )
                     found.update(str_id(r.id) for r in page)
                     if offset is None:
                         return found
 
-    def count(self, name: str) -> int:
-        """Exact number of points in the collection."""
+    def count(self, name: str, branch: BranchView | str | None = None) -> int:
+        """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
-                return int(shard.count(CountRequest(exact=True)))
+                return int(shard.count(CountRequest(exact=True, filter=_in_branch(None, branch))))
 
     def search(
         self,
@@ -295,11 +319,12 @@ class EdgeStore:
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
-        request = _request(dense, sparse, limit, prefetch, _filter(scope))
+        request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch))
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):

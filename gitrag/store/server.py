@@ -8,7 +8,7 @@ RAM and is slow beyond ~10^4 points; see the design doc):
 - ``path:/some/dir`` — persisted below that folder (one process at a time).
 
 Semantics match :class:`gitrag.store.edge.EdgeStore`: the same vectors, payload indexes
-(keyword ``path`` with prefix matching, ``language``, ``symbol``; a server only), the same
+(keyword ``path`` with prefix matching, ``language``, ``symbol``, ``branches``, ``hidden``; a server only), the same
 filters and the same RRF (k = RRF_K, rank counted from 0) so both rank alike. Updates
 wait for the server to apply them, so :meth:`ServerStore.flush` has nothing left to do.
 """
@@ -25,8 +25,8 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from gitrag.errors import StoreError
-from gitrag.store._common import KEYWORD_FIELDS, check_name, dense_list, explain, str_id
-from gitrag.store.base import DENSE, RRF_K, SPARSE, Hit, PointRecord, SearchFilter, SparseVec
+from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, explain, str_id
+from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _SCROLL_PAGE = 10_000
 _UPSERT_BATCH = 512  # points per request: keeps a request well under the server's 32 MB limit
@@ -65,6 +65,19 @@ def _filter(scope: SearchFilter | None) -> models.Filter | None:
     if not must and not must_not:
         return None
     return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def _in_branch(where: models.Filter | None, branch: BranchView | str | None) -> models.Filter | None:
+    """``where`` restricted to the points ``branch`` sees (None: all; see BranchView)."""
+    if branch is None:
+        return where
+    view = BranchView(branch) if isinstance(branch, str) else branch
+    cond: models.Condition = models.FieldCondition(key=BRANCHES, match=models.MatchValue(value=view.tag))
+    if view.root is not None:
+        root = models.FieldCondition(key=BRANCHES, match=models.MatchValue(value=view.root))
+        hidden = models.FieldCondition(key=HIDDEN, match=models.MatchValue(value=view.tag))
+        cond = models.Filter(should=[cond, root], must_not=[hidden])
+    return models.Filter(must=[cond] + ([where] if where is not None else []))
 
 
 def _query_args(
@@ -212,23 +225,35 @@ class ServerStore:
             if operations:
                 self._client.batch_update_points(name, update_operations=operations, wait=True)
 
-    def ids(self, name: str) -> set[str]:
-        """Every point id in the collection (scrolled in pages, no payloads or vectors)."""
+    def set_payload_of(self, name: str, ids: list[str], fields: dict[str, Any]) -> None:
+        """Overwrite the same payload ``fields`` of many points in one request (missing ids ignored)."""
+        if not ids or not fields:
+            return
+        with self._lock, self._translate(name):
+            found = self._client.retrieve(name, ids=list(ids), with_payload=False, with_vectors=False)
+            existing = sorted(str_id(r.id) for r in found)
+            if existing:
+                self._client.set_payload(name, payload=dict(fields), points=existing, wait=True)
+
+    def ids(self, name: str, branch: BranchView | str | None = None) -> set[str]:
+        """Every point id in the collection (scrolled in pages, no payloads or vectors); with
+        ``branch``, those that branch sees."""
+        where = _in_branch(None, branch)
         found: set[str] = set()
         offset: Any = None
         with self._lock, self._translate(name):
             while True:
                 page, offset = self._client.scroll(
-                    name, limit=_SCROLL_PAGE, offset=offset, with_payload=False, with_vectors=False
+                    name, limit=_SCROLL_PAGE, offset=offset, scroll_filter=where, with_payload=False, with_vectors=False
                 )
                 found.update(str_id(r.id) for r in page)
                 if offset is None:
                     return found
 
-    def count(self, name: str) -> int:
-        """Exact number of points in the collection."""
+    def count(self, name: str, branch: BranchView | str | None = None) -> int:
+        """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock, self._translate(name):
-            return int(self._client.count(name, exact=True).count)
+            return int(self._client.count(name, count_filter=_in_branch(None, branch), exact=True).count)
 
     def search(
         self,
@@ -237,11 +262,12 @@ class ServerStore:
         dense: np.ndarray | None,
         sparse: SparseVec | None,
         limit: int,
+        branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
-        where = _filter(scope)
+        where = _in_branch(_filter(scope), branch)
         args = _query_args(dense, sparse, prefetch, where)
         with self._lock, self._translate(name):
             result = self._client.query_points(name, limit=limit, query_filter=where, with_payload=True, **args)
