@@ -158,7 +158,16 @@ class StaticEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Length of ``text`` in the teacher's WordPiece tokens, [CLS] and [SEP] included."""
-        return len(self._get_tokenizer().encode(text).ids)
+        # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
+        return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
+
+    def token_starts(self, text: str) -> list[int]:
+        """Start offsets (characters of ``text``, ascending) of its WordPiece tokens, no
+        [CLS]/[SEP]. The tokenizer is BERT's (per-character normaliser, words split at
+        whitespace and punctuation), which lets the chunker count a whitespace-bounded
+        slice of a file exactly from one tokenisation of the whole file."""
+        enc = self._get_tokenizer().encode(text, add_special_tokens=False)
+        return sorted(start for start, _ in enc.offsets)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
         """``count_tokens`` for many texts at once (tokenised in parallel); same order."""
