@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -386,9 +386,18 @@ def _is_policy_file(path: str) -> bool:
 def _graph(analysis: FileAnalysis) -> dict[str, Any]:
     return {
         "language": analysis.language,
-        "definitions": [asdict(d) for d in analysis.definitions],
-        "references": [asdict(r) for r in analysis.references],
+        "definitions": _flat_dicts(analysis.definitions),
+        "references": _flat_dicts(analysis.references),
     }
+
+
+def _flat_dicts(items: list[Any]) -> list[dict[str, Any]]:
+    """``[asdict(x) for x in items]`` for dataclasses of one type with scalar fields only
+    (SymbolDef, SymbolRef), without asdict's recursive deep copy (a profile's 4%)."""
+    if not items:
+        return []
+    names = [f.name for f in fields(items[0])]
+    return [{name: getattr(item, name) for name in names} for item in items]
 
 
 def _embed(emb: Any, texts: list[str]) -> tuple[np.ndarray, set[int]]:
