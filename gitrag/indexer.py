@@ -40,6 +40,7 @@ log = structlog.get_logger("gitrag.indexer")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 UPSERT_BATCH = 256
+CACHE_BATCH = 1024  # embedded vectors written to the cache per transaction (or each second)
 # Everything that shapes a point besides the commit: a change makes the next sync
 # re-chunk every path and rewrite every point (vectors come from the caches).
 PIPELINE_VERSION = f"{CHUNKER_VERSION}/{sparse.VERSION}/{VECTORS_VERSION}"
@@ -105,6 +106,7 @@ class Indexer:
         self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for this sync
         self._embedded: set[str] = set()  # hashes embedded in this sync
         self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
+        self._sparse: dict[str, Any] = {}  # chunk hash -> sparse vector, during one _apply
 
     @property
     def pipeline(self) -> str:
@@ -246,6 +248,7 @@ class Indexer:
                     retry.add(up.path)
                 up.points = kept
         self._write_store(branch, updates, {} if rewrite else old_rows, vectors, summary)
+        self._sparse = {}
         if rewrite:  # points of paths gone since: the old manifest's ids not written now
             kept = {r.point_id for up in updates for r in up.points or ()}
             stale = [r.point_id for rows in old_rows.values() for r in rows if r.point_id not in kept]
@@ -309,20 +312,30 @@ class Indexer:
         new_sparse = {h: sparse.document_vector(self._texts[h]) for h in hashes if h not in sparse_have}
         if new_sparse:
             state.put_sparse(new_sparse, sparse.VERSION)
+        self._sparse = {**sparse_have, **new_sparse}  # for _write_store: not read back from SQLite
         todo = [(h, self._texts[h]) for h in hashes if h not in vectors]
         batch = max(1, self.ws.settings.batch_size)
-        for i in range(0, len(todo), batch):
-            part = todo[i : i + batch]
-            got, failed = _embed(emb, [t for _, t in part])
-            fresh = {h: got[j] for j, (h, _) in enumerate(part) if j not in failed}
-            state.put_vectors(fresh, branch.fingerprint)
-            vectors.update(fresh)
-            summary.chunks_embedded += len(part) - len(failed)
-            self._embedded.update(fresh)
-            summary.chunks_failed += len(failed)
-            for j in failed:
-                summary.skipped.append({"path": self._path_of(part[j][0], rows), "reason": "a chunk failed to embed"})
-            self.progress("embed", min(i + batch, len(todo)), len(todo))
+        pending: dict[str, np.ndarray] = {}  # embedded, not yet cached: one transaction a second
+        written = time.monotonic()
+        try:
+            for i in range(0, len(todo), batch):
+                part = todo[i : i + batch]
+                got, failed = _embed(emb, [t for _, t in part])
+                fresh = {h: got[j] for j, (h, _) in enumerate(part) if j not in failed}
+                pending.update(fresh)
+                if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:
+                    state.put_vectors(pending, branch.fingerprint)
+                    pending, written = {}, time.monotonic()
+                vectors.update(fresh)
+                summary.chunks_embedded += len(part) - len(failed)
+                self._embedded.update(fresh)
+                summary.chunks_failed += len(failed)
+                for j in failed:
+                    summary.skipped.append({"path": self._path_of(part[j][0], rows), "reason": "a chunk failed to embed"})
+                self.progress("embed", min(i + batch, len(todo)), len(todo))
+        finally:  # also when embedding fails part way: what was embedded stays cached
+            if pending:
+                state.put_vectors(pending, branch.fingerprint)
         return vectors
 
     def _path_of(self, chunk_hash: str, rows: list[PointRow]) -> str:
@@ -352,7 +365,9 @@ class Indexer:
         if not (upserts or deletes or payloads):
             return
         self.ws.state.write_journal(branch.name, [u.path for u in updates])
-        sparse_vecs = self.ws.state.get_sparse((r.chunk_hash for r in upserts), sparse.VERSION)
+        sparse_vecs = dict(self._sparse)
+        sparse_vecs.update(self.ws.state.get_sparse((r.chunk_hash for r in upserts if r.chunk_hash not in sparse_vecs),
+                                                    sparse.VERSION))
         paths, summary.paths_embedded = path_vectors(
             self.ws.state, self.ws.embedder, branch.fingerprint, (r.path for r in upserts), self._path_failed
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +168,9 @@ class StaticEmbedder:
         whitespace and punctuation), which lets the chunker count a whitespace-bounded
         slice of a file exactly from one tokenisation of the whole file."""
         enc = self._get_tokenizer().encode(text, add_special_tokens=False)
-        return sorted(start for start, _ in enc.offsets)
+        starts = list(map(itemgetter(0), enc.offsets))
+        starts.sort()  # already ascending for BERT; cheap insurance for bisect
+        return starts
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
         """``count_tokens`` for many texts at once (tokenised in parallel); same order."""
