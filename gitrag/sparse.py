@@ -44,20 +44,26 @@ STOP = frozenset(
 def terms(text: str) -> list[str]:
     """Terms of ``text`` in order, with repeats: whole identifiers and their parts, lower-case."""
     out: list[str] = []
-    for match in _IDENT.finditer(text):
-        word = match.group(0)
-        whole = word.lower().strip("_$")
-        if len(whole) < 2 or whole in STOP:
-            continue
-        out.append(whole)
-        parts, words = _split(word)
-        if len(parts) > 1 or (parts and parts[0] != whole):
-            out.extend(p for p in parts if p != whole)
-        for part in words:
-            root = _stem(part)
-            if root != part:
-                out.append(root)
+    for word in _IDENT.findall(text):
+        out.extend(_word_terms(word))
     return out
+
+
+@lru_cache(maxsize=65536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """The terms one identifier adds, in order (cached: identifiers repeat across chunks)."""
+    whole = word.lower().strip("_$")
+    if len(whole) < 2 or whole in STOP:
+        return ()
+    out = [whole]
+    parts, words = _split(word)
+    if len(parts) > 1 or (parts and parts[0] != whole):
+        out.extend(p for p in parts if p != whole)
+    for part in words:
+        root = _stem(part)
+        if root != part:
+            out.append(root)
+    return tuple(out)
 
 
 @lru_cache(maxsize=65536)
@@ -86,7 +92,9 @@ def _split(word: str) -> tuple[list[str], list[str]]:
     return keep, [w for w in dict.fromkeys(words) if len(w) >= 4 and w not in STOP]
 
 
+@lru_cache(maxsize=65536)
 def term_id(term: str) -> int:
+    """CRC-32 of the term's UTF-8 bytes (cached)."""
     return zlib.crc32(term.encode("utf-8", "surrogatepass"))
 
 

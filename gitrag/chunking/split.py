@@ -8,6 +8,7 @@ All loops are iterative; nothing recurses on the syntax tree.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 from collections.abc import Callable
@@ -25,6 +26,11 @@ TINY_DEF_NONWS = 100  # definitions this small merge with adjacent small definit
 MAX_MERGED_LABELS = 8
 _WS = np.ones(256, dtype=np.int32)
 _WS[list(b" \t\r\n\f\v")] = 0
+# bytes that are whitespace to both str.split/strip and a BERT pre-tokenizer (\f and \v
+# are control characters there: deleted, not separators), so a cut beside one splits no word
+_CLEAN = np.zeros(257, dtype=bool)
+_CLEAN[list(b" \t\r\n")] = True
+_CLEAN[256] = True  # stands for "start or end of the file"
 
 Label = tuple[str, bool]  # (name, names a definition)
 
@@ -88,6 +94,11 @@ class Sizer:
         arr = _WS[np.frombuffer(data, dtype=np.uint8)]
         self._cum = np.concatenate((np.zeros(1, np.int64), np.cumsum(arr, dtype=np.int64)))
         self._headers: dict[tuple[str, tuple[str, ...]], tuple[str, int]] = {}
+        # exact body counts from one tokenisation of the whole file (see body_tokens)
+        self._token_starts = getattr(getattr(count_tokens, "__self__", None), "token_starts", None)
+        self._starts: list[int] | None = None
+        self._chars: np.ndarray | None = None
+        self._clean: np.ndarray | None = None
 
     def nonws(self, start: int, end: int) -> int:
         return int(self._cum[end] - self._cum[start])
@@ -97,6 +108,38 @@ class Sizer:
         if self._count is None:
             return math.ceil(len(text) / 3)
         return int(self._count(text))
+
+    def body_tokens(self, start: int, end: int) -> int | None:
+        """Tokens (no [CLS]/[SEP]) of ``data[start:end]`` taken from one tokenisation of the
+        whole file, or ``None`` when that is not known to be exact.
+
+        Exact when the embedder offers ``token_starts`` (a BERT-style normaliser and
+        pre-tokeniser: per-character normalisation, words split at whitespace), the file is
+        valid UTF-8 and both cuts lie beside an ASCII space, tab, CR or LF (or at the file's
+        ends): then no word crosses a cut, the range's tokens are exactly the file's tokens
+        that start inside it, and the whitespace that ``normalise`` removes or the newline
+        that joins header and body changes no word. So ``count(embedding_text(head, body))
+        == count(head) + body_tokens`` (counted ``head`` includes [CLS] and [SEP])."""
+        if self._token_starts is None:
+            return None
+        if self._starts is None:
+            try:
+                text = self.data.decode("utf-8")
+            except UnicodeDecodeError:
+                self._token_starts = None
+                return None
+            arr = np.frombuffer(self.data, dtype=np.uint8)
+            lead = ((arr & 0xC0) != 0x80).astype(np.int64)
+            self._chars = np.concatenate((np.zeros(1, np.int64), np.cumsum(lead)))
+            codes = np.concatenate(([256], arr.astype(np.int64), [256]))
+            cut = _CLEAN[codes]
+            self._clean = cut[:-1] | cut[1:]  # position p: byte p-1 or byte p is clean
+            self._starts = list(self._token_starts(text))
+        assert self._chars is not None and self._clean is not None
+        if not (self._clean[start] and self._clean[end]):
+            return None
+        lo, hi = int(self._chars[start]), int(self._chars[end])
+        return bisect.bisect_left(self._starts, hi) - bisect.bisect_left(self._starts, lo)
 
     def header(self, symbol: str, context: tuple[str, ...]) -> tuple[str, int]:
         """The header for ``symbol``/``context``, shortened until it takes <= 1/3 of the cap."""
@@ -121,7 +164,12 @@ class Sizer:
             body = self.data[unit.start : unit.end].decode("utf-8", "replace")
             unit.text = embedding_text(head, body)
         if not unit.exact:
-            unit.tokens, unit.exact = self.count(unit.text), True
+            body_tokens = self.body_tokens(unit.start, unit.end)
+            if body_tokens is None:
+                unit.tokens = self.count(unit.text)
+            else:
+                unit.tokens = self.header(unit.symbol, unit.context)[1] + body_tokens
+            unit.exact = True
         return unit.tokens
 
     def fits(self, unit: Unit) -> bool:

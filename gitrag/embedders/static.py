@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,7 +159,18 @@ class StaticEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Length of ``text`` in the teacher's WordPiece tokens, [CLS] and [SEP] included."""
-        return len(self._get_tokenizer().encode(text).ids)
+        # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
+        return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
+
+    def token_starts(self, text: str) -> list[int]:
+        """Start offsets (characters of ``text``, ascending) of its WordPiece tokens, no
+        [CLS]/[SEP]. The tokenizer is BERT's (per-character normaliser, words split at
+        whitespace and punctuation), which lets the chunker count a whitespace-bounded
+        slice of a file exactly from one tokenisation of the whole file."""
+        enc = self._get_tokenizer().encode(text, add_special_tokens=False)
+        starts = list(map(itemgetter(0), enc.offsets))
+        starts.sort()  # already ascending for BERT; cheap insurance for bisect
+        return starts
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
         """``count_tokens`` for many texts at once (tokenised in parallel); same order."""

@@ -1,0 +1,100 @@
+"""Token counts the chunker derives from one tokenisation of a file are exact.
+
+With the static embedder the :class:`Sizer` counts a unit's body from the file's token
+offsets instead of tokenising every candidate text (see ``Sizer.body_tokens``). Both
+must give the real count of the embedding text, hence the very same chunks: checked here
+with the bundled tokenizer on real source and on text built to break the shortcut
+(accents, combining marks, CJK, control characters that BERT deletes, CRLF, words longer
+than WordPiece's 100 characters).
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from gitrag.chunking import analyze
+from gitrag.chunking.split import Sizer
+from gitrag.chunking.text import embedding_text
+from gitrag.embedders.static import StaticEmbedder
+
+NASTY = (
+    "def naïve(x):\r\n    return 'Straße' + \"漢字かな\"  # x\u0301y ÅNGSTRÖM\n"
+    "\tclass Ω:\x0cpass\n\n\n    aa\x0bbb  \u00a0 nbsp\u3000wide \x1c sep\n"
+    + "z" * 130 + " end\n"
+    "    résumé = {'ﬁ': 'ligature', 'é': 'e\u0301'}\r\n\ufeffbom = 1\n  \n"
+)
+
+
+@pytest.fixture(scope="module")
+def emb() -> StaticEmbedder:
+    return StaticEmbedder()
+
+
+def _sources() -> list[tuple[str, bytes]]:
+    stdlib = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[::12]
+    out = [(p.name, p.read_bytes()) for p in stdlib]
+    out += [("nasty.py", NASTY.encode()), ("nasty.md", ("# Títle\n\n" + NASTY * 3).encode()),
+            ("nasty.go", ("package main\n\nfunc Ünïcode() string {\n\treturn \"漢\"\n}\n" + NASTY).encode())]
+    return out
+
+
+def _cuts(data: bytes, rng: random.Random) -> list[int]:
+    """Line starts, indentation ends, line-content ends, and some random positions."""
+    cuts = {0, len(data)}
+    pos = 0
+    for line in data.split(b"\n"):
+        cuts.add(pos)
+        cuts.add(pos + len(line) - len(line.lstrip(b" \t")))
+        cuts.add(pos + len(line.rstrip(b" \t\r")))
+        pos += len(line) + 1
+    cuts = {c for c in cuts if 0 <= c <= len(data)}
+    cuts |= {rng.randrange(len(data) + 1) for _ in range(50)} if data else set()
+    return sorted(cuts)
+
+
+def test_body_tokens_match_counting_the_text(emb: StaticEmbedder) -> None:
+    rng = random.Random(12)
+    derived = refused = 0
+    for path, data in _sources():
+        sizer = Sizer(data, path, emb.max_tokens, emb.count_tokens)
+        cuts = _cuts(data, rng)
+        for _ in range(60):
+            start, end = sorted(rng.sample(cuts, 2))
+            end = min(end, start + rng.choice([80, 400, 3000]))
+            body_tokens = sizer.body_tokens(start, end)
+            if body_tokens is None:
+                refused += 1
+                continue
+            derived += 1
+            body = data[start:end].decode("utf-8", "replace")
+            for head in ("", "Foo.bar", "naïve\nclass Ω:"):
+                text = embedding_text(head, body)
+                assert emb.count_tokens(text) == emb.count_tokens(head) + body_tokens, (path, start, end)
+    assert derived > 300 and refused > 30  # both paths really ran
+
+
+def test_cuts_inside_a_word_or_beside_a_deleted_control_are_refused(emb: StaticEmbedder) -> None:
+    data = b"alpha beta\x0cgamma delta\n"
+    sizer = Sizer(data, "a.txt", emb.max_tokens, emb.count_tokens)
+    assert sizer.body_tokens(0, len(data)) is not None
+    assert sizer.body_tokens(0, 3) is None  # inside "alpha"
+    assert sizer.body_tokens(11, len(data)) is None  # after \x0c, which BERT deletes: "betagamma"
+    assert sizer.body_tokens(0, 6) == emb.count_tokens("alpha") - 2
+    invalid = Sizer(b"caf\xe9 x\n", "b.txt", emb.max_tokens, emb.count_tokens)
+    assert invalid.body_tokens(0, 8) is None  # not UTF-8: decoded with replacements, counted directly
+
+
+def test_chunks_are_the_same_as_counting_every_text(emb: StaticEmbedder) -> None:
+    def plain(text: str) -> int:  # no embedder behind it: the Sizer tokenises every text
+        return emb.count_tokens(text)
+
+    for max_tokens in (256, 64):
+        for path, data in _sources():
+            fast = analyze(path, data, max_tokens=max_tokens, count_tokens=emb.count_tokens)
+            slow = analyze(path, data, max_tokens=max_tokens, count_tokens=plain)
+            assert fast.chunks == slow.chunks, path
+            assert all(emb.count_tokens(c.text) <= max_tokens for c in fast.chunks if c.embeddable) or max_tokens < 100
