@@ -63,7 +63,8 @@ class Definition:
 
     ``name`` is qualified (``Greeter.greet``); ``parent`` the enclosing definition's
     qualified name ("" at top level); ``kind`` as the chunker says (``function``,
-    ``method``, ``class``, ...); ``language`` the file's language.
+    ``method``, ``class``, ``module``, and ``variable``/``constant`` for module-level
+    bindings such as ``g = LocalProxy(...)``); ``language`` the file's language.
     """
 
     path: str

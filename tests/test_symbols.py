@@ -175,3 +175,129 @@ def test_unindexed_branch_raises(repo: Repo) -> None:
             find_definitions(w, "x")
     finally:
         w.close()
+
+
+# -- module-level bindings, from the real tree-sitter grammars --------------------------------
+
+GLOBALS_PY = '''\
+"""Context globals."""
+from werkzeug.local import LocalProxy
+
+__all__ = ["g", "request"]
+CHUNK_OVERLAP = 10
+FORCED_WIDTH: int | None = None
+g: "AppGlobals" = LocalProxy(  # type: ignore[assignment]
+    _cv_app, "g"
+)
+request = session = LocalProxy(_cv_request)
+low, high = 0, 9
+_ = "ignored"
+obj.attr = 1
+table["key"] = 2
+
+
+def helper() -> int:
+    local_total = CHUNK_OVERLAP + 1
+    return local_total
+
+
+class Config:
+    DEBUG = False
+
+    def load(self) -> None:
+        self.loaded = True
+'''
+
+CONSTANTS_TS = '''\
+export const API_ROOT = "/v1";
+let retries = 3;
+const { readFile } = require("fs");
+function fetchAll() {
+  const inner_limit = 5;
+  return inner_limit;
+}
+'''
+
+CONSTANTS_GO = '''\
+package conf
+
+const MaxDepth = 8
+
+var (
+	DefaultName = "x"
+)
+
+func Depth() int {
+	const localDepth = 1
+	return localDepth
+}
+'''
+
+CONSTANTS_RS = '''\
+pub const MAX_ITEMS: usize = 64;
+static GREETING: &str = "hi";
+
+pub struct Pool;
+
+impl Pool {
+    pub const SIZE: usize = 4;
+
+    pub fn get() -> usize {
+        const LOCAL_CAP: usize = 2;
+        LOCAL_CAP
+    }
+}
+'''
+
+
+@pytest.fixture
+def globals_ws(repo: Repo) -> Workspace:
+    """A repository indexed by the real chunker (no injected graph rows)."""
+    repo.write("app/globals.py", GLOBALS_PY)
+    repo.write("web/api.ts", CONSTANTS_TS)
+    repo.write("conf/conf.go", CONSTANTS_GO)
+    repo.write("src/pool.rs", CONSTANTS_RS)
+    repo.commit("module-level bindings")
+    w = open_workspace(repo.path)
+    Indexer(w).sync()
+    symbols.clear_cache()
+    yield w
+    w.close()
+
+
+def _one(ws: Workspace, name: str) -> tuple[str, str, int, int, str]:
+    (d,) = find_definitions(ws, name)
+    return d.path, d.name, d.start_line, d.end_line, d.kind
+
+
+def test_module_level_assignments_are_definitions(globals_ws: Workspace) -> None:
+    ws = globals_ws
+    assert _one(ws, "CHUNK_OVERLAP") == ("app/globals.py", "CHUNK_OVERLAP", 5, 5, "variable")
+    assert _one(ws, "FORCED_WIDTH") == ("app/globals.py", "FORCED_WIDTH", 6, 6, "variable")
+    assert _one(ws, "g") == ("app/globals.py", "g", 7, 9, "variable")  # the proxy, all its lines
+    assert _one(ws, "request")[1:3] == ("request", 10) and _one(ws, "session")[1:3] == ("session", 10)
+    assert _one(ws, "low")[2] == 11 and _one(ws, "high")[2] == 11
+    outline = [(d.name, d.kind) for d in file_outline(ws, "app/globals.py")]
+    assert outline == [("CHUNK_OVERLAP", "variable"), ("FORCED_WIDTH", "variable"), ("g", "variable"),
+                       ("request", "variable"), ("session", "variable"), ("low", "variable"),
+                       ("high", "variable"), ("helper", "function"), ("Config", "class"),
+                       ("Config.load", "method")]
+
+
+def test_local_attribute_and_dunder_bindings_are_not_definitions(globals_ws: Workspace) -> None:
+    ws = globals_ws
+    for name in ("local_total", "DEBUG", "Config.DEBUG", "loaded", "__all__", "_", "attr", "obj.attr",
+                 "table", "inner_limit", "readFile", "localDepth", "LOCAL_CAP"):
+        assert find_definitions(ws, name) == [], name
+
+
+def test_top_level_constants_of_other_languages(globals_ws: Workspace) -> None:
+    ws = globals_ws
+    assert _one(ws, "API_ROOT") == ("web/api.ts", "API_ROOT", 1, 1, "constant")
+    assert _one(ws, "retries") == ("web/api.ts", "retries", 2, 2, "variable")
+    assert _one(ws, "MaxDepth") == ("conf/conf.go", "MaxDepth", 3, 3, "constant")
+    assert _one(ws, "DefaultName") == ("conf/conf.go", "DefaultName", 6, 6, "variable")
+    assert _one(ws, "MAX_ITEMS") == ("src/pool.rs", "MAX_ITEMS", 1, 1, "constant")
+    assert _one(ws, "GREETING") == ("src/pool.rs", "GREETING", 2, 2, "variable")
+    (size,) = find_definitions(ws, "Pool::SIZE")
+    assert (size.name, size.kind, size.parent, size.start_line) == ("Pool::SIZE", "constant", "Pool", 7)

@@ -20,9 +20,12 @@ from gitrag.chunking.split import Sizer, Unit, layout, merge
 __all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "content_free", "language_for",
            "CHUNKER_VERSION"]
 
-# Bump whenever chunk boundaries, names, embedding text or which chunks are embeddable
-# change: cached analyses of blobs are keyed by it.
-CHUNKER_VERSION = "6"  # 4: grammar wheels; 5: content-free chunks not embeddable; 6: cAST merge of nested pieces
+# Bump whenever chunk boundaries, names, embedding text, which chunks are embeddable or
+# the symbol graph change: cached analyses (chunks and graphs) of blobs are keyed by it.
+# 4: grammar wheels; 5: content-free chunks not embeddable; 6: cAST merge of nested pieces;
+# 7: module-level variables/constants are definitions in the graph (chunk texts unchanged,
+# so re-chunking re-embeds nothing)
+CHUNKER_VERSION = "7"
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported

@@ -4,6 +4,11 @@ One pass over the whole tree with a ``TreeCursor`` (no recursion). Definitions u
 same naming as the chunks (:func:`names.describe`); nested functions are qualified by
 their enclosing function (``outer.inner``). A reference's ``source`` is the innermost
 enclosing definition.
+
+Module-level bindings are definitions too (:data:`VARIABLES`): flask's ``g = LocalProxy(...)``
+and ``CHUNK_OVERLAP = 10`` are what a question naming ``g`` or ``CHUNK_OVERLAP`` wants.
+Only names a module binds for everyone count, never locals or attributes (see
+:meth:`_Walk._variables`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from gitrag.chunking.languages import LangSpec
 from gitrag.chunking.model import SymbolDef, SymbolRef
-from gitrag.chunking.names import Node, describe, text_of
+from gitrag.chunking.names import Node, describe, qualify, text_of
 from gitrag.chunking.text import one_line
 
 _MAX_TARGET = 120
@@ -40,6 +45,18 @@ _INHERIT_CLAUSES = frozenset({
     "base_clause", "class_interface_clause",
 })
 _RUBY_REQUIRES = frozenset({"require", "require_relative", "load"})
+_JS_VARIABLES = {"lexical_declaration": "", "variable_declaration": "variable"}
+# module-level binding node type -> kind of the names it defines ("" = by its keyword:
+# JS/TS ``const`` is a constant, ``let`` a variable). Python has no constants: an
+# UPPER_CASE name is a convention, so every binding is a ``variable``.
+VARIABLES: dict[str, dict[str, str]] = {
+    "python": {"assignment": "variable"},
+    "javascript": _JS_VARIABLES, "typescript": _JS_VARIABLES, "tsx": _JS_VARIABLES,
+    "go": {"const_declaration": "constant", "var_declaration": "variable"},
+    "rust": {"const_item": "constant", "static_item": "variable"},
+}
+_JS_TOP = frozenset({"program", "export_statement", "ambient_declaration"})
+_PY_PATTERNS = frozenset({"pattern_list", "tuple_pattern", "list_pattern"})
 _RUBY_MIXINS = frozenset({"include", "extend", "prepend"})
 
 
@@ -53,9 +70,10 @@ class _Walk:
         self.error_bytes = 0
         self._error_end = -1
         self.calls = CALLS.get(spec.name, {})
+        self.variables = VARIABLES.get(spec.name, {})
         self.def_types = spec.functions | spec.containers | spec.types | spec.namespaces | spec.special
         self.imports = spec.imports | {"import_spec", "export_statement"}
-        self.types = self.def_types | self.imports | set(self.calls) | _INHERIT_CLAUSES | {
+        self.types = self.def_types | self.imports | set(self.calls) | set(self.variables) | _INHERIT_CLAUSES | {
             "field_declaration", "type_elem", "trait_bounds", "ERROR"}
 
     def source(self) -> str:
@@ -78,8 +96,9 @@ class _Walk:
         while stack and stack[-1][0] <= start:
             stack.pop()
         t = node.type
-        if t in self.def_types:
-            self._definition(node)
+        defined = t in self.def_types and self._definition(node)
+        if t in self.variables and not defined:
+            self._variables(node, self.variables[t])
         if t in self.calls:
             self._call(node, self.calls[t])
         if t in self.imports:
@@ -89,11 +108,12 @@ class _Walk:
             for target in inherit_targets(node, self.spec.name, self.data):
                 self.ref("inherit", target, node)
 
-    def _definition(self, node: Node) -> None:
+    def _definition(self, node: Node) -> bool:
+        """Record the definition ``node`` makes; False when it makes none."""
         prefix, inner_kind = (self.stack[-1][2], self.stack[-1][3]) if self.stack else ("", "function")
         info = describe(node, self.spec, self.data, prefix)
         if info is None or (info.core != node and info.core.type in self.def_types):
-            return  # a wrapper (TS namespace statement): the inner node is visited itself
+            return False  # a wrapper (TS namespace statement): the inner node is visited itself
         kind = inner_kind if info.kind == "function" else info.kind
         end_row, end_col = node.end_point
         end_line = end_row + (1 if end_col or end_row == node.start_point[0] else 0)
@@ -113,6 +133,65 @@ class _Walk:
         inside = info.members if info.members is not None else (
             prefix if info.kind == "module" else info.name)
         self.stack.append((node.end_byte, info.name, inside, info.member_kind))
+        return True
+
+    def _variables(self, node: Node, kind: str) -> None:
+        """Names a module-level binding defines, as ``variable``/``constant`` definitions.
+
+        Python: the targets of an assignment outside every function and class (module-level
+        ``if``/``try`` bodies included: they bind module globals), each name of ``A = B = ...``
+        and of a tuple target ``a, b = ...`` (each is bound as surely as a single name);
+        never attributes or subscripts (``obj.x = ``, ``d[k] = ``: they change an object,
+        they define no name), nor ``_`` and dunders (``__all__``, ``__version__``: module
+        metadata every package sets, not what a question means by the name). JS/TS: the
+        plain-name declarators of a top-level ``const/let/var`` (also exported or
+        ``declare``d), not destructuring (``const {a} = require(...)`` is an import). Go:
+        top-level ``const``/``var``. Rust: ``const``/``static`` at the top, in a ``mod``, or
+        associated in an ``impl``/``trait`` (qualified ``Type::NAME``)."""
+        lang, parent = self.spec.name, node.parent
+        if parent is None:
+            return
+        names: list[Any] = []
+        prefix = ""
+        if lang == "python":
+            if self.stack or parent.type not in ("expression_statement", "assignment"):
+                return
+            left = node.child_by_field_name("left")
+            if left is not None:
+                names = [c for c in left.named_children if c.type == "identifier"] \
+                    if left.type in _PY_PATTERNS else [left] if left.type == "identifier" else []
+        elif lang in ("javascript", "typescript", "tsx"):
+            if parent.type not in _JS_TOP or (parent.type != "program" and (
+                    parent.parent is None or parent.parent.type != "program")):
+                return
+            if not kind:
+                kind = "constant" if node.children and node.children[0].type == "const" else "variable"
+            decls = [c.child_by_field_name("name") for c in node.named_children if c.type == "variable_declarator"]
+            names = [n for n in decls if n is not None and n.type == "identifier"]
+        elif lang == "go":
+            if parent.type != "source_file":
+                return
+            specs = [c for c in node.named_children if c.type in ("const_spec", "var_spec")]
+            for lst in (c for c in node.named_children if c.type == "var_spec_list"):
+                specs += [c for c in lst.named_children if c.type == "var_spec"]
+            names = [(n, spec) for spec in specs for n in spec.children_by_field_name("name")]
+        elif lang == "rust":
+            inside = parent.type == "declaration_list" and parent.parent is not None and \
+                parent.parent.type in ("mod_item", "impl_item", "trait_item")
+            if parent.type != "source_file" and not inside:
+                return
+            prefix = self.stack[-1][2] if inside and self.stack else ""
+            name = node.child_by_field_name("name")
+            names = [name] if name is not None else []
+        for item in names:  # a name node, or (name, the Go spec it has its own lines in)
+            name_node, span = item if isinstance(item, tuple) else (item, node)
+            name = text_of(name_node, self.data)
+            if name == "_" or (name.startswith("__") and name.endswith("__")):
+                continue
+            end_row, end_col = span.end_point
+            end_line = end_row + (1 if end_col or end_row == span.start_point[0] else 0)
+            self.defs.append(SymbolDef(qualify(prefix, name, self.spec.sep), kind, span.start_point[0] + 1,
+                                       end_line, self.source() if prefix else ""))
 
     def _call(self, node: Node, rule: str) -> None:
         callee = callee_text(node, rule, self.data)
