@@ -263,6 +263,11 @@ def _previous_release(tmp_path: Path) -> Path:
 
 def test_an_index_of_the_previous_release_is_converted_without_embedding(repo: Repo, tmp_path: Path) -> None:
     old_code = _previous_release(tmp_path)
+    # the previous release parsed with tree-sitter-language-pack, which this release no longer
+    # installs; without it that code chunks Python into line windows, so the chunk texts
+    # (and what must be embedded) would differ for a reason that is not the conversion
+    pytest.importorskip("tree_sitter_language_pack", reason="the previous release's grammars "
+                        "(pip install tree-sitter-language-pack==0.13.0) are needed to build its index")
     repo.write("pkg/a.py", functions("alpha", 4))
     repo.write("pkg/b.py", functions("beta", 3))
     repo.commit("A")
