@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gitrag.store.edge import _disk_usage  # the store's own du (blocks, sparse WAL files count little)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 QUESTIONS = [
@@ -47,21 +49,8 @@ QUESTIONS = [
 ]
 
 
-def du(folder: Path) -> int:
-    """Bytes allocated below ``folder`` (blocks, like ``du``: sparse WAL files count little)."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder):
-        for f in files:
-            try:
-                st = os.lstat(os.path.join(dirpath, f))
-            except FileNotFoundError:
-                continue
-            total += st.st_blocks * 512
-    return total
-
-
 def sizes(data_root: Path) -> dict[str, int]:
-    store = sum(du(p) for p in data_root.glob("*/qdrant"))
+    store = sum(_disk_usage(p) for p in data_root.glob("*/qdrant"))
     state = sum(p.stat().st_size for p in data_root.glob("*/state.db*") if p.is_file())
     cache = sum(p.stat().st_size for p in data_root.glob("cache.db*") if p.is_file())
     return {"store": store, "state": state, "cache": cache, "total": store + state + cache}
