@@ -1,9 +1,9 @@
-"""Cold commands: ``gitrag ask`` (no daemon) and ``gitrag doctor`` as new processes.
+"""Cold commands: ``gitrag ask`` (no daemon), ``gitrag doctor`` and ``gitrag --help`` as new processes.
 
     python bench/bench_cold.py --corpus DIR [--embedder static --embedder local] [--runs 5]
 
 For each embedder: indexes the corpus once (own GITRAG_HOME, not timed), makes sure no
-daemon runs, then runs ``gitrag ask QUESTION --no-answer`` and ``gitrag doctor`` ``--runs``
+daemon runs, then runs ``gitrag ask QUESTION --no-answer``, ``gitrag doctor`` and ``gitrag --help`` ``--runs``
 times each, side by side, and prints the median and max wall seconds and the median CPU
 seconds (user + sys: what the command costs on an idle machine), plus the load average,
 since a busy machine stretches wall time but not CPU time.
@@ -51,7 +51,8 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "gitrag", "index", "--repo", str(args.corpus)], env=env, check=True,
                        stdout=subprocess.DEVNULL)
         commands = {"ask": ["ask", args.question, "--no-answer", "--repo", str(args.corpus)],
-                    "doctor": ["doctor", "--repo", str(args.corpus)]}
+                    "doctor": ["doctor", "--repo", str(args.corpus)],
+                    "help": ["--help"]}  # the floor: interpreter, click and gitrag.cli alone
         runs: dict[str, list[tuple[float, float]]] = {c: [] for c in commands}
         for _ in range(args.runs):
             for cmd, argv in commands.items():  # interleaved: both see the same machine

@@ -14,10 +14,28 @@ import click
 
 from gitrag import __version__
 from gitrag.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
-from gitrag.ranking.pipeline import STAGES as RANKING_STAGES
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (every field: README, \"JSON output\").")
+
+
+class _RankingStage(click.Choice):
+    """``--ablate``'s choices: the names of ``gitrag.ranking.pipeline.STAGES``, imported only when
+    the option is parsed or ``eval --help`` is shown, so that no other command (the hook path
+    ``gitrag notify`` included) pays for importing the ranking package at start-up."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from gitrag.ranking.pipeline import STAGES
+
+        return tuple(STAGES)
+
+    @choices.setter
+    def choices(self, _value: object) -> None:
+        """``click.Choice.__init__`` assigns the choices; they are always read from STAGES."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -126,7 +144,7 @@ def gc(repo: str, as_json: bool) -> None:
 @click.option("--scope", default=None, help="Only score results under this path prefix (semble files set their own).")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
               help="Leave out paths matching this gitignore-style glob (repeatable), in every mode.")
-@click.option("--ablate", "ablate", multiple=True, type=click.Choice(list(RANKING_STAGES)),
+@click.option("--ablate", "ablate", multiple=True, type=_RankingStage(),
               help="Also run hybrid with this ranking stage switched off, as mode hybrid-STAGE (repeatable).")
 @JSON
 def eval_(questions: str, repo: str, modes: tuple[str, ...], k: int, scope: str | None, exclude: tuple[str, ...],

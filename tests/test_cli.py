@@ -105,6 +105,35 @@ def test_help_teaches(project: Repo) -> None:
         assert "-h, --help  Show this message and exit." in notify.stdout
 
 
+def _modules_loaded_by(*args: str, cwd: Path, out: Path) -> set[str]:
+    """The modules a ``gitrag ARGS`` process had imported when it exited (the real entry point)."""
+    code = ("import json, sys\n"
+            f"sys.argv = ['gitrag', *{list(args)!r}]\n"
+            "from gitrag.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n")
+    subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(out.read_text()))
+
+
+@pytest.mark.parametrize("args", [("--help",), ("notify", "post-commit"), ("status", "--help")])
+def test_cold_commands_do_not_import_ranking_or_numpy(project: Repo, tmp_path: Path, args: tuple[str, ...]) -> None:
+    loaded = _modules_loaded_by(*args, cwd=project.path, out=tmp_path / "modules.json")
+    assert "gitrag.cli" in loaded
+    heavy = sorted(m for m in loaded if m.split(".")[0] == "numpy" or m.startswith("gitrag.ranking"))
+    assert not heavy, f"gitrag {' '.join(args)} imported {heavy}"
+
+
+def test_ablate_still_lists_and_checks_the_ranking_stages(project: Repo, tmp_path: Path) -> None:
+    from gitrag.ranking.pipeline import STAGES
+
+    assert all(stage in gitrag("eval", "--help").stdout for stage in STAGES)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("{}\n")
+    bad = gitrag("eval", str(questions), "--ablate", "telepathy", cwd=project.path)
+    assert bad.returncode == 2 and "'telepathy' is not one of 'query-weights'" in bad.stderr
+
+
 def test_ask_with_another_embedder_says_how_to_fix(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     gitrag("index", cwd=project.path)
     monkeypatch.setenv("GITRAG_EMBEDDER", "static")
