@@ -335,10 +335,16 @@ def stream_chat(settings: Settings, messages: list[dict[str, str]], on_piece: Ca
     import httpx
     import ollama
 
-    host, model = settings.ollama_host, settings.chat_model
+    from gitrag import ollamahost
+
+    model = settings.chat_model
+    try:  # read as the embedder reads it: OLLAMA_HOST's forms, no proxy for a local server
+        host = ollamahost.parse_host(settings.ollama_host)
+    except GitragError as exc:
+        raise AnswerUnavailable(str(exc)) from None
     prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
     num_ctx = max(4096, 1024 * math.ceil((prompt_tokens + ANSWER_RESERVE) / 1024))
-    client = ollama.Client(host=host, timeout=settings.ollama_timeout)
+    client = ollamahost.client(host, settings.ollama_timeout)
     try:
         stream = client.chat(model=model, messages=messages, stream=True,
                              options={"temperature": 0.1, "num_ctx": num_ctx})

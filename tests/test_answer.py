@@ -165,6 +165,38 @@ def test_dead_server_is_one_line_and_citations_still_print(indexed: Repo) -> Non
     assert data["results"][0]["path"] == "app/transport.py"
 
 
+@pytest.mark.parametrize("form", ["127.0.0.1:{port}", "0.0.0.0:{port}", "localhost:{port}", "http://localhost:{port}/"])
+def test_chat_reads_ollama_host_as_the_embedder_does(indexed: Repo, stub: OllamaStub, form: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """OLLAMA_HOST's forms reach the same local server for chat as for embeddings, and a
+    proxy of the environment (dead here) is not used for a server on this machine."""
+    from gitrag.embedders.ollama import OllamaEmbedder
+
+    dead_proxy = f"http://127.0.0.1:{_closed_port()}"
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(var, dead_proxy)
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    host = form.format(port=stub.url.rsplit(":", 1)[1])
+    assert OllamaEmbedder(host=host).embed_query("retries").shape == (768,)
+    data = json.loads(_ask(indexed, "send_message retries RETRY_LIMIT", "--json",
+                           env={"GITRAG_CHAT_MODEL": "llama3.2", "OLLAMA_HOST": host}).stdout)
+    assert data["answer_error"] is None and data["answer"], data["answer_error"]
+    assert [r.path for r in stub.requests].count("/api/chat") == 1
+
+
+def test_chat_host_errors_name_the_host_as_parsed(indexed: Repo) -> None:
+    port = _closed_port()
+    env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": f":{port}"}
+    data = json.loads(_ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env).stdout)
+    assert f"cannot reach Ollama at http://127.0.0.1:{port} " in data["answer_error"]
+    env["GITRAG_OLLAMA_HOST"] = "ftp://127.0.0.1:21"
+    res = _ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env)
+    data = json.loads(res.stdout)
+    assert res.exit_code == 0 and data["results"] and data["answer"] is None
+    assert data["answer_error"].startswith("ollama_host 'ftp://127.0.0.1:21': Ollama speaks http:// or https://")
+
+
 def test_missing_chat_model_says_how_to_pull(indexed: Repo, stub: OllamaStub) -> None:
     env = {"GITRAG_CHAT_MODEL": "nosuchmodel", "GITRAG_OLLAMA_HOST": stub.url}
     data = json.loads(_ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env).stdout)

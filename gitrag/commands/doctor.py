@@ -105,7 +105,7 @@ def _ollama_models(host: str) -> list[str]:
 
 def check_embedder(settings: Settings) -> Check:
     if settings.embedder == "ollama":
-        from gitrag.embedders.ollama import parse_host
+        from gitrag.ollamahost import parse_host
 
         model = settings.ollama_model
         try:

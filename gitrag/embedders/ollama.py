@@ -16,7 +16,7 @@ below 0.73x). An undercounted input is truncated by Ollama, never rejected.
 Faults (see ``embed_documents_partial`` for the per-input contract):
 
 * a host that is not an http(s) URL with a port in 1-65535 -> ConfigError at once
-  (:func:`parse_host`; written as Ollama's ``OLLAMA_HOST`` is: ``host``, ``host:port``,
+  (:func:`gitrag.ollamahost.parse_host`; written as Ollama's ``OLLAMA_HOST`` is: ``host``, ``host:port``,
   ``:port`` or a URL)
 * server not running -> EmbedderUnavailable (start it with ``ollama serve``)
 * an answer that is not Ollama's JSON (another server on that port) -> EmbedderUnavailable
@@ -45,13 +45,14 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import structlog
 
 from gitrag.embedders.base import make_fingerprint, register
-from gitrag.errors import ConfigError, EmbedderError, EmbedderUnavailable
+from gitrag.errors import EmbedderError, EmbedderUnavailable
+from gitrag.ollamahost import CONNECT_S, DEFAULT_PORT, parse_host  # noqa: F401  (re-exported)
+from gitrag.ollamahost import client as ollama_client
 
 if TYPE_CHECKING:
     from gitrag.config import Settings
@@ -66,8 +67,6 @@ MODEL_PREFIXES: dict[str, tuple[str, str]] = {
 }
 DEFAULT_CONTEXT = 2048
 KEEP_ALIVE_S = 15 * 60
-DEFAULT_PORT = 11434
-CONNECT_S = 5.0  # a reachable server accepts at once; a black-holed address fails after this
 NOTICE_S = 5.0  # say that gitrag is waiting once a request has had no answer for this long
 _TRANSIENT_STATUS = {408, 429, 502, 503, 504}
 _TOO_LONG = re.compile(r"context length|input length|too long|exceeds", re.I)
@@ -104,39 +103,6 @@ def estimate_tokens(text: str) -> int:
         else:
             n += 1 if first.isascii() else len(piece.encode("utf-8", "surrogatepass"))
     return n
-
-
-def parse_host(value: str) -> str:
-    """``value`` as Ollama's ``OLLAMA_HOST`` is written (``host``, ``host:port``, ``:port``,
-    ``http(s)://host[:port][/path]``) -> ``scheme://host:port[/path]``; a bare host gets
-    port 11434, a URL without a port 80/443 (as ollama-python does). Raises ConfigError
-    for another scheme or a port outside 1-65535."""
-    raw = value.strip()
-    scheme, sep, rest = raw.partition("://")
-    if not sep:
-        scheme, rest = "http", raw
-    scheme = scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ConfigError(f"ollama_host {value!r}: Ollama speaks http:// or https://, not {scheme}://; "
-                          f"set GITRAG_OLLAMA_HOST (or ollama_host) to e.g. http://127.0.0.1:{DEFAULT_PORT}")
-    split = urlsplit(f"{scheme}://{rest}")
-    try:
-        port = split.port
-    except ValueError:
-        port = -1
-    if port is not None and not 0 < port < 65536:
-        raise ConfigError(f"ollama_host {value!r}: the port must be a number from 1 to 65535; "
-                          f"Ollama listens on {DEFAULT_PORT} unless told otherwise")
-    if port is None:
-        port = DEFAULT_PORT if not sep else (443 if scheme == "https" else 80)
-    name = split.hostname or "127.0.0.1"
-    name = f"[{name}]" if ":" in name else name
-    return f"{scheme}://{name}:{port}{split.path.rstrip('/')}"
-
-
-def _is_loopback(host: str) -> bool:
-    name = urlsplit(host if "://" in host else f"http://{host}").hostname or "127.0.0.1"
-    return name in {"localhost", "::1"} or name.startswith("127.")
 
 
 class _Rejected(Exception):
@@ -238,14 +204,9 @@ class OllamaEmbedder:
         client = self._clients.get(cold)
         if client is None:
             try:
-                import ollama
+                client = ollama_client(self.host, self.timeout * (self.cold_factor if cold else 1.0))
             except ImportError:
                 raise EmbedderUnavailable("the ollama embedder needs the ollama package: pip install ollama") from None
-            import httpx
-
-            read = self.timeout * (self.cold_factor if cold else 1.0)
-            timeout = httpx.Timeout(read, connect=min(CONNECT_S, read))
-            client = ollama.Client(host=self.host, timeout=timeout, trust_env=not _is_loopback(self.host))
             self._clients[cold] = client
         return client
 
