@@ -173,11 +173,23 @@ class Tools:
                "files_indexed": indexed, "files_skipped": len(files) - indexed,
                "chunks": ws.state.point_count(f.branch) if branch else 0, "embedder": ws.settings.embedder,
                "store": ws.settings.store_kind, "chunker_version": CHUNKER_VERSION}
-        if not out["indexed"]:
+        busy = self._catching_up() if not (out["indexed"] and f.up_to_date) else None
+        if busy:
+            out["catching_up"] = busy
+            out["hint"] = f"{busy}; ask again in a moment"
+        elif not out["indexed"]:
             out["hint"] = "this branch is not indexed; run `gitrag index` in the repository"
         elif not f.up_to_date:
             out["hint"] = "HEAD moved since the last index; run `gitrag index` (or install the hooks: `gitrag install`)"
         return out
+
+    def _catching_up(self) -> str | None:
+        """What a running daemon is doing to bring this work tree to HEAD (``the daemon is
+        indexing it now (embedding chunks: 40 of 200)``), or None (no daemon, not on it).
+        Asked over the socket without starting a daemon."""
+        info = routing.progress(str(self.ws.repo.root))
+        busy = info.get("catching_up") if info else None
+        return busy if isinstance(busy, str) and busy else None
 
     # -- helpers -------------------------------------------------------------------------
     def _definitions(self, name: str) -> list[Definition]:
@@ -299,7 +311,9 @@ def build_server(tools: Tools) -> MCPServer:
     @server.tool(name="index_status", annotations=_annotations("Index status"), description=(
         "Whether the index of the checked-out branch is current: {repo, branch, commit (indexed), head, "
         "up_to_date, worktree_changes, indexed, files_indexed, files_skipped, chunks, embedder, store, "
-        "chunker_version, hint (what to run when it is stale)}."))
+        "chunker_version, hint (what to run when it is stale, or that the daemon is indexing it now), "
+        "catching_up (only while a running daemon brings it to HEAD: what it is doing, e.g. 'the daemon is "
+        "indexing it now (embedding chunks: 40 of 200)')}."))
     def index_status() -> dict[str, Any]:
         return tools.run(tools.index_status)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -182,6 +183,40 @@ def test_search_and_status(indexed: Repo, tmp_path: Path) -> None:
         assert "invalid exclude glob" in bad
 
     _drive(indexed.path, tmp_path, body)
+
+
+def test_index_status_says_the_daemon_is_indexing_it(indexed: Repo, tmp_path: Path) -> None:
+    """While a running daemon brings the branch to HEAD, index_status says so, with its
+    progress, instead of telling the agent to run `gitrag index`."""
+    from gitrag.daemon import client
+    from tests.daemonutil import stop_daemon, wait_for
+    from tests.reliability import functions, start_daemon
+
+    for k in range(3):
+        indexed.write(f"app/more_{k}.py", functions(f"more{k}", 8))
+    head = indexed.commit("more")
+    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 1.0]]}
+    daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})  # about 12 s of embedding
+    repo = str(indexed.path)
+
+    def embedding() -> bool:
+        return client.request("progress", timeout=10, repo=repo)["stage"] == "embed"
+
+    async def body(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, lambda: client.request("index", timeout=None, repo=repo))
+            await anyio.to_thread.run_sync(lambda: wait_for(embedding, "the daemon to embed"))
+            status = await _ok(s, "index_status")
+        assert status["indexed"] is True and status["up_to_date"] is False and status["head"] == head
+        assert re.fullmatch(r"the daemon is indexing it now \(embedding chunks: \d+ of \d+\)", status["catching_up"])
+        assert status["hint"] == f"{status['catching_up']}; ask again in a moment" and "gitrag index" not in status["hint"]
+        done = await _ok(s, "index_status")  # the index request has returned
+        assert done["up_to_date"] is True and done["commit"] == head and "hint" not in done and "catching_up" not in done
+
+    try:
+        _drive(indexed.path, tmp_path, body)
+    finally:
+        assert stop_daemon(daemon) == 0
 
 
 @needs_chunker

@@ -17,6 +17,7 @@ from gitrag.daemon import client
 
 ASK_TIMEOUT_S = 300.0  # a cold daemon loads the model on the first question
 STATUS_TIMEOUT_S = 60.0
+PROGRESS_TIMEOUT_S = 5.0  # the daemon answers it from memory, opening nothing
 
 
 def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
@@ -79,6 +80,20 @@ def status(repo: str) -> dict[str, Any] | None:
 def index(repo: str, rebuild: bool = False) -> dict[str, Any] | None:
     """The contract's index JSON from a sync run by the daemon, or None when no daemon runs."""
     return _request("index", None, repo=str(Path(repo).absolute()), rebuild=rebuild, settings=_settings(repo))
+
+
+def progress(repo: str) -> dict[str, Any] | None:
+    """What the daemon is doing for ``repo`` now (``{"catching_up", "stage", "done", "total",
+    "seconds"}``, see ``Service.cmd_progress``), or None when no daemon runs or it cannot say
+    (a daemon older than the op, no answer within PROGRESS_TIMEOUT_S): progress is never
+    worth an error."""
+    from gitrag.errors import GitragError
+
+    try:
+        data = client.request("progress", timeout=PROGRESS_TIMEOUT_S, repo=str(Path(repo).absolute()))
+    except GitragError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def gc(repo: str) -> dict[str, Any] | None:

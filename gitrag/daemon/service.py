@@ -165,14 +165,32 @@ class Service:
         def run() -> dict[str, Any]:
             written = 0
             try:
-                ws = worker.workspace(root, rebuild)
-                summary = Indexer(ws, sync_progress(str(root), ws.repo.branch())).sync(rebuild=rebuild)
+                with worker.indexing_now(root) as record:  # the client polls cmd_progress meanwhile
+                    ws = worker.workspace(root, rebuild)
+                    log_progress = sync_progress(str(root), ws.repo.branch())
+
+                    def both(stage: str, done: int, total: int) -> None:
+                        record(stage, done, total)
+                        log_progress(stage, done, total)
+
+                    summary = Indexer(ws, both).sync(rebuild=rebuild)
                 written = summary.points_upserted
                 return summary.to_json()
             finally:
                 worker.settle(written)
 
         return await worker.serial(run)
+
+    async def cmd_progress(self, repo: str) -> dict[str, Any]:
+        """What the daemon is doing for the work tree now, opening nothing (cheap to poll):
+        ``{"catching_up", "stage", "done", "total", "seconds"}`` as
+        :meth:`RepoWorker.progress_of` (``catching_up`` None: it is not behind on it). For a
+        routed ``gitrag index``'s progress and MCP ``index_status``. Raises NotARepository."""
+        repo_ = GitRepo(repo)
+        worker = self.workers.get(str(repo_.common_dir))
+        if worker is None:
+            return {"catching_up": None, "stage": None, "done": 0, "total": 0, "seconds": 0.0}
+        return worker.progress_of(str(repo_.root))
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -79,7 +80,9 @@ class RepoWorker:
         self._task: asyncio.Task[None] | None = None
         self.dirty: dict[str, float] = {}  # work tree path -> time of its first unsynced event
         self.syncing: str | None = None  # the work tree being synced now
-        self.progress: tuple[str, int, int] | None = None  # (stage, done, total) of the running sync
+        self.indexing: str | None = None  # the work tree whose sync runs on the worker thread now
+        self.progress: tuple[str, int, int] | None = None  # (stage, done, total) of that sync
+        self.indexing_since: float | None = None  # time.monotonic() when it began
         self.stopping = False
         self.busy = 0  # syncs and reads in flight
         self.last_used = time.monotonic()
@@ -142,15 +145,41 @@ class RepoWorker:
 
     def catching_up(self, worktree: str) -> str | None:
         """What the daemon is doing for ``worktree`` now (``indexing it now (embedding chunks:
-        40 of 200)``, ``a sync is queued``), or None when it is not behind on it."""
-        if self.syncing == worktree:
-            if self.progress is None:
-                return "the daemon is indexing it now (starting)"
+        40 of 200)``, ``a sync is queued``), or None when it is not behind on it. A sync a
+        client asked for (``gitrag index``) counts as much as one a hook event started."""
+        if self.indexing == worktree and self.progress is not None:
             stage, done, total = self.progress
             return f"the daemon is indexing it now ({STAGES.get(stage, stage)}: {done} of {total})"
+        if self.indexing == worktree or self.syncing == worktree:
+            return "the daemon is indexing it now (starting)"
         if worktree in self.dirty:
             return "the daemon has a sync of it queued" + (" behind another work tree's" if self.syncing else "")
         return None
+
+    def progress_of(self, worktree: str) -> dict[str, Any]:
+        """``{"catching_up", "stage", "done", "total", "seconds"}`` for ``worktree``: the
+        phrase of :meth:`catching_up` (None: not behind on it) and, while its sync runs and
+        has reported, the indexer's stage (``chunk``, ``embed``, ``store``, ``restore``),
+        counts so far and of the stage, and seconds since the sync began (else None, 0, 0, 0)."""
+        running = self.indexing == worktree and self.progress is not None
+        stage, done, total = self.progress if running and self.progress else (None, 0, 0)
+        since = self.indexing_since if running else None
+        return {"catching_up": self.catching_up(worktree), "stage": stage, "done": done, "total": total,
+                "seconds": round(time.monotonic() - since, 1) if since is not None else 0.0}
+
+    @contextmanager
+    def indexing_now(self, worktree: str) -> Iterator[Callable[[str, int, int], None]]:
+        """Around a sync of ``worktree`` on the worker thread (a queued one, or a client's
+        ``index``): yields the indexer's progress callback; :meth:`catching_up` and
+        :meth:`progress_of` report the sync until it ends."""
+        def record(stage: str, done: int, total: int) -> None:
+            self.progress = (stage, done, total)
+
+        self.indexing, self.progress, self.indexing_since = worktree, None, time.monotonic()
+        try:
+            yield record
+        finally:
+            self.indexing, self.progress, self.indexing_since = None, None, None
 
     async def _tracked(self, awaitable: Awaitable[T]) -> T:
         self.busy += 1
@@ -188,13 +217,9 @@ class RepoWorker:
         """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
         from gitrag.indexer import Indexer
 
-        def progress(stage: str, done: int, total: int) -> None:
-            self.progress = (stage, done, total)
-
-        self.progress = None
         written = 0
         try:
-            def sync(ws: Workspace) -> Any:
+            def sync(ws: Workspace, progress: Callable[[str, int, int], None]) -> Any:
                 log_progress = sync_progress(worktree, ws.repo.branch())
 
                 def both(stage: str, done: int, total: int) -> None:
@@ -203,7 +228,8 @@ class RepoWorker:
 
                 return Indexer(ws, both).sync()
 
-            summary = retry_while_locked(lambda: sync(self.workspace(worktree)))
+            with self.indexing_now(worktree) as progress:
+                summary = retry_while_locked(lambda: sync(self.workspace(worktree), progress))
             written = summary.points_upserted
             # counted before the memory is given back, so a client that sees the index at
             # HEAD also sees the sync counted
