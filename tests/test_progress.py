@@ -112,6 +112,33 @@ def test_the_daemon_logs_progress_of_a_sync_at_info(project: Repo, daemons: Any,
     assert by_stage["chunk"][-1]["done"] == by_stage["chunk"][-1]["total"] == str(N_FILES)
 
 
+SLOW_EMBEDDER = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.3]]}
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_routed_index_shows_the_daemons_progress_off_a_terminal(project: Repo, as_json: bool) -> None:
+    """`gitrag index` handed to the running daemon still reports progress on stderr (polled
+    over the socket), in the in-process lines' format; stdout keeps the summary alone."""
+    from tests.reliability import start_daemon
+    from tests.daemonutil import stop_daemon
+
+    daemon = start_daemon(prelude=SLOW_EMBEDDER, env={"GITRAG_BATCH_SIZE": "8"})  # a few seconds of embedding
+    try:
+        proc = _index(project.path, *(["--json"] if as_json else []))
+    finally:
+        assert stop_daemon(daemon) == 0
+    if as_json:
+        assert json.loads(proc.stdout)["files_indexed"] == N_FILES and proc.stdout.count("\n") == 1
+    else:
+        assert "indexed by the running daemon" in proc.stderr
+        assert re.fullmatch(r"main @ [0-9a-f]{12}: 40 files indexed.*\n", proc.stdout, re.S)
+    assert "\x1b" not in proc.stderr
+    lines = _progress(proc.stderr)
+    assert lines and {line["label"] for line in lines} == {"indexing main"}, proc.stderr
+    assert STAGES["embed"] in {line["stage"] for line in lines}
+    assert all(line["done"] <= line["total"] for line in lines)
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 100.0

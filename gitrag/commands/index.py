@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from gitrag import output
 from gitrag.errors import EXIT_OK, StoreError
@@ -8,10 +11,13 @@ from gitrag.indexer import Indexer, IndexSummary
 from gitrag.workspace import open_workspace
 
 
+POLL_S = 0.5  # how often a routed index asks the daemon for its progress
+
+
 def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
     from gitrag.daemon import routing
 
-    routed = routing.index(repo, rebuild)  # the daemon holds the store while it runs
+    routed = _through_daemon(repo, rebuild, as_json)  # the daemon holds the store while it runs
     if routed is not None:
         if not as_json:
             output.info("indexed by the running daemon")
@@ -36,6 +42,39 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
     else:
         _print(summary)
     return EXIT_OK
+
+
+def _through_daemon(repo: str, rebuild: bool, as_json: bool) -> dict[str, Any] | None:
+    """``routing.index`` (None: no daemon runs), showing the daemon's progress as an
+    in-process sync shows its own (a bar on a terminal, else a line on stderr every
+    GITRAG_PROGRESS_INTERVAL s): a thread polls the daemon's ``progress`` op every POLL_S
+    seconds while the request waits. A daemon without that op syncs silently, as before."""
+    from gitrag.daemon import routing
+    from gitrag.gitrepo import GitRepo
+
+    if routing.progress(repo) is None:  # no daemon (or an older one): nothing to show
+        return routing.index(repo, rebuild)
+    done = threading.Event()
+
+    def poll(show: Callable[[str, int, int], None]) -> None:
+        last = None
+        while not done.wait(POLL_S):
+            info = routing.progress(repo)
+            if info is None:
+                return
+            now = (info.get("stage"), info.get("done"), info.get("total"))
+            if now[0] and now != last and isinstance(now[1], int) and isinstance(now[2], int):
+                show(*now)
+                last = now
+
+    with output.progress_bar(not as_json, f"indexing {GitRepo(repo).branch()}") as show:
+        poller = threading.Thread(target=poll, args=(show,), name="gitrag-index-progress", daemon=True)
+        poller.start()
+        try:
+            return routing.index(repo, rebuild)
+        finally:
+            done.set()
+            poller.join()
 
 
 def _print(s: IndexSummary) -> None:
