@@ -353,10 +353,14 @@ def stream_chat(settings: Settings, messages: list[dict[str, str]], on_piece: Ca
             if piece:
                 on_piece(piece)
     except ollama.ResponseError as exc:
-        if exc.status_code == 404:
+        if exc.status_code == 404 and "model" in str(exc.error).lower():  # Ollama's: model "m" not found
             raise AnswerUnavailable(
                 f"chat model {model!r} is not on the Ollama server at {host}; run `ollama pull {model}`"
             ) from None
+        if exc.status_code == 404:  # another server (or a proxy) on that address
+            raise AnswerUnavailable(f"Ollama at {host} answered the chat with HTTP 404 and no Ollama error "
+                                    f"({_one_line(exc.error) or 'an empty body'}); is ollama_host an Ollama server?"
+                                    ) from None
         raise AnswerUnavailable(f"the chat model {model!r} failed at {host}: {_one_line(exc.error)}") from None
     except (ConnectionError, httpx.ConnectError):
         raise AnswerUnavailable(

@@ -203,6 +203,14 @@ def test_missing_chat_model_says_how_to_pull(indexed: Repo, stub: OllamaStub) ->
     assert "ollama pull nosuchmodel" in data["answer_error"]
 
 
+def test_a_404_that_is_not_ollamas_does_not_say_pull_the_chat_model(indexed: Repo, stub: OllamaStub) -> None:
+    stub.fail_next = [(404, "")]  # a proxy or another server answering on Ollama's address
+    env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": stub.url}
+    data = json.loads(_ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env).stdout)
+    assert data["results"] and "ollama pull" not in data["answer_error"]
+    assert data["answer_error"].startswith(f"Ollama at {stub.url} answered the chat with HTTP 404 and no Ollama error")
+
+
 def test_without_chat_model_citations_and_a_hint(indexed: Repo) -> None:
     res = _ask(indexed, "send_message retries RETRY_LIMIT")
     assert res.exit_code == 0 and " 1. app/transport.py:" in res.stdout

@@ -332,6 +332,16 @@ def test_ollama_model_not_pulled_says_pull_it(stub: OllamaStub) -> None:
         _ = make(stub, "nope").max_tokens
 
 
+def test_a_404_that_is_not_ollamas_does_not_say_pull_the_model(stub: OllamaStub) -> None:
+    """Another server (or a proxy) answering 404 with an empty body is not a missing model."""
+    for body in ("", "404 page not found"):
+        stub.fail_next = [(404, body)]
+        with pytest.raises(EmbedderUnavailable) as info:
+            make(stub).embed_documents(["x"])
+        assert "ollama pull" not in str(info.value) and "is ollama_host an Ollama server?" in str(info.value)
+        assert f"Ollama at {stub.url} answered " in str(info.value) and " with HTTP 404 and no Ollama error" in str(info.value)
+
+
 def test_ollama_chat_model_is_refused_for_embedding(stub: OllamaStub) -> None:
     with pytest.raises(EmbedderUnavailable, match="cannot embed"):
         _ = make(stub, "llama3.2").max_tokens

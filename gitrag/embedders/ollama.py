@@ -20,7 +20,9 @@ Faults (see ``embed_documents_partial`` for the per-input contract):
   ``:port`` or a URL)
 * server not running -> EmbedderUnavailable (start it with ``ollama serve``)
 * an answer that is not Ollama's JSON (another server on that port) -> EmbedderUnavailable
-* model not pulled (404) -> EmbedderUnavailable (run ``ollama pull MODEL``)
+* model not pulled (404 with Ollama's ``model ... not found``) -> EmbedderUnavailable (run
+  ``ollama pull MODEL``); a 404 without it (another server, a proxy) -> EmbedderUnavailable
+  asking whether ollama_host is an Ollama server
 * a server error (5xx) on the first embed request -> EmbedderUnavailable naming the status
   (the model is not blamed: "cannot embed" is for a 4xx refusal of the probe)
 * dropped connection / 429 / 502-504 -> up to ``retries`` retries with backoff, then
@@ -103,6 +105,10 @@ def estimate_tokens(text: str) -> int:
         else:
             n += 1 if first.isascii() else len(piece.encode("utf-8", "surrogatepass"))
     return n
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())[:120]
 
 
 class _Rejected(Exception):
@@ -236,8 +242,13 @@ class OllamaEmbedder:
             except ConnectionError:
                 raise self._unreachable("connection refused") from None
             except ResponseError as exc:
-                if exc.status_code == 404:
+                if exc.status_code == 404 and "model" in str(exc.error).lower():  # Ollama's: model "m" not found
                     raise self._not_pulled(exc.error) from None
+                if exc.status_code == 404:  # another server (or a proxy) on that address
+                    raise EmbedderUnavailable(
+                        f"Ollama at {self.host} answered {what} with HTTP 404 and no Ollama error "
+                        f"({_one_line(exc.error) or 'an empty body'}); is ollama_host an Ollama server?"
+                    ) from None
                 if exc.status_code not in _TRANSIENT_STATUS:
                     too_long = exc.status_code == 400 and bool(_TOO_LONG.search(str(exc.error)))
                     raise _Rejected(str(exc.error), too_long=too_long, status=exc.status_code) from None
