@@ -64,6 +64,22 @@ def test_status_json_contract(project: Repo) -> None:
     assert branch["up_to_date"] is True and branch["head"] == project.head()
 
 
+def test_status_prints_paths_as_they_are_and_aligns_wide_branch_names(tmp_path: Path) -> None:
+    from rich.cells import cell_len
+
+    repo = Repo(tmp_path / "[red]project")  # rich markup in a folder name
+    repo.write("a.py", "x = 1\n")
+    repo.commit("one")
+    gitrag("index", cwd=repo.path)
+    repo.git("checkout", "-q", "-b", "feature/ブランチ")  # two terminal columns a character
+    gitrag("index", cwd=repo.path)
+    out = gitrag("status", cwd=repo.path).stdout
+    assert f"{repo.path}  (0 work-tree change(s) not indexed)" in out
+    rows = [line for line in out.splitlines() if "up to date" in line]
+    assert len(rows) == 2 and any("ブランチ" in row for row in rows)
+    assert len({cell_len(row[: row.index("up to date")]) for row in rows}) == 1, rows
+
+
 def test_outside_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
     for args in (["index"], ["ask", "anything"], ["status"]):
         r = gitrag(*args, "--repo", str(tmp_path))
