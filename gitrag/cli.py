@@ -194,7 +194,8 @@ def uninstall(repo: str) -> None:
 
 @cli.command()
 @click.option("--stop", is_flag=True, help="Stop the running daemon (it finishes its current sync) and exit.")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
+              help="The least severe events the daemon logs on stderr.")
 @click.option("--json-logs/--text-logs", default=None, help="Log format on stderr (default: JSON under systemd).")
 @click.option("--debounce", default=0.5, show_default=True, type=click.FloatRange(0, 60), help="Seconds to wait for more events.")
 @click.option("--reconcile", default=300.0, show_default=True, type=click.FloatRange(1), help="Seconds between full checks.")

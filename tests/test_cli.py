@@ -121,6 +121,16 @@ def test_help_teaches(project: Repo) -> None:
         assert "-h, --help  Show this message and exit." in notify.stdout
 
 
+def test_every_option_says_what_it_does() -> None:
+    import click
+
+    from gitrag.cli import cli
+
+    silent = [(name, p.opts[0]) for name, cmd in cli.commands.items() for p in cmd.params
+              if isinstance(p, click.Option) and not p.help]
+    assert not silent, f"options without help text: {silent}"
+
+
 def _modules_loaded_by(*args: str, cwd: Path, out: Path) -> set[str]:
     """The modules a ``gitrag ARGS`` process had imported when it exited (the real entry point)."""
     code = ("import json, sys\n"
