@@ -183,7 +183,9 @@ def repo_data_dir(common_dir: Path) -> Path:
     return identity.data_dir(data_root(), Path(common_dir))
 
 
-def _coerce(name: str, raw: object) -> object:
+def _coerce(name: str, raw: object, where: str) -> object:
+    """``raw`` as the setting's type; ``where`` names it in the ConfigError for a value that is
+    not a number or not above 0 (``setting 'batch_size' in /repo/.gitrag.toml``, ``GITRAG_BATCH_SIZE``)."""
     kind = {f.name: f.type for f in fields(Settings)}[name]
     try:
         if kind == "int":
@@ -193,9 +195,9 @@ def _coerce(name: str, raw: object) -> object:
         else:
             return str(raw)
     except (TypeError, ValueError):
-        raise ConfigError(f"setting {name!r} must be a number, got {raw!r}") from None
+        raise ConfigError(f"{where} must be a number, got {raw!r}") from None
     if value <= 0:  # type: ignore[operator]
-        raise ConfigError(f"setting {name!r} must be greater than 0, got {raw!r}")
+        raise ConfigError(f"{where} must be greater than 0, got {raw!r}")
     return value
 
 
@@ -309,9 +311,9 @@ def load_settings(repo_root: Path | None = None) -> Settings:
             data = _without_user_only(path, data)
         host_set = host_set or "ollama_host" in data
         if data:
-            settings = replace(settings, **{k: _coerce(k, v) for k, v in data.items()})
+            settings = replace(settings, **{k: _coerce(k, v, f"setting {k!r} in {path}") for k, v in data.items()})
             sources.append(str(path))
-    env = {f: _coerce(f, os.environ[v]) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
+    env = {f: _coerce(f, os.environ[v], v) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
     if env:
         settings = replace(settings, **env)
         sources.append("environment")

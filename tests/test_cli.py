@@ -179,6 +179,17 @@ def test_undecodable_config_is_a_one_line_error(project: Repo) -> None:
     assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_bad_number_says_where_it_was_set(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project.path / ".gitrag.toml").write_text('batch_size = "lots"\n')
+    r = gitrag("status", cwd=project.path)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"gitrag: error: setting 'batch_size' in {project.path / '.gitrag.toml'} must be a number, got 'lots'"
+    (project.path / ".gitrag.toml").unlink()
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "-5")
+    r = gitrag("status", cwd=project.path)
+    assert r.returncode == 1 and r.stderr.strip() == "gitrag: error: GITRAG_MAX_FILE_BYTES must be greater than 0, got '-5'"
+
+
 def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> None:
     repo.write("we\nird.py", "def newline_named():\n    return 'odd'\n")
     repo.commit("odd name")
