@@ -190,6 +190,15 @@ def test_a_bad_number_says_where_it_was_set(project: Repo, monkeypatch: pytest.M
     assert r.returncode == 1 and r.stderr.strip() == "gitrag: error: GITRAG_MAX_FILE_BYTES must be greater than 0, got '-5'"
 
 
+def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    for extra in ((), ("--files",)):
+        out = " ".join(gitrag("ask", "slugify text", "--lang", "py", "--path", "util/", *extra, cwd=project.path).stdout.split())
+        assert out.startswith("no results with --path util/ --lang py: "), out
+        assert "--lang a language name as in the results (python," in out
+    assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "python", cwd=project.path).stdout
+
+
 def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> None:
     repo.write("we\nird.py", "def newline_named():\n    return 'odd'\n")
     repo.commit("odd name")

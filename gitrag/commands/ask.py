@@ -42,9 +42,9 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         extra = {"catching_up": catching_up}
         output.emit_json(response.to_json() | written.to_json() | extra)
     elif response.files is not None:
-        _print_files(response, catching_up)
+        _print_files(response, catching_up, _none_found(path, lang, exclude))
     else:
-        _print(response, snippets=not written.text, catching_up=catching_up)
+        _print(response, snippets=not written.text, catching_up=catching_up, none=_none_found(path, lang, exclude))
     return EXIT_OK
 
 
@@ -71,10 +71,21 @@ def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) 
     return written
 
 
-def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None) -> None:
+def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:
+    """What to print for no results: with filters, which ones (they may have left out everything)."""
+    given = [f"--path {path}"] if path else []
+    given += [f"--lang {lang}"] if lang else []
+    given += [f"--exclude {glob}" for glob in exclude]
+    if not given:
+        return "no results"
+    return (f"no results with {' '.join(given)}: --path is a prefix of repository-relative paths, --lang a "
+            f"language name as in the results (python, javascript, markdown, text, ...)")
+
+
+def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results") -> None:
     f = r.freshness
     if not r.results:
-        output.out.print("no results")
+        output.out.print(none, markup=False)
     for i, res in enumerate(r.results, 1):
         via = f"  [dim](used by {res.expanded_from})[/]" if res.expanded_from else ""
         output.out.print(
@@ -97,10 +108,10 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
 
 
-def _print_files(r: AskResponse, catching_up: str | None = None) -> None:
+def _print_files(r: AskResponse, catching_up: str | None = None, none: str = "no results") -> None:
     """Ranked files, each with its best chunks' lines, symbol and score."""
     if not r.files:
-        output.out.print("no results")
+        output.out.print(none, markup=False)
     for i, hit in enumerate(r.files or [], 1):
         more = f"  [dim]({hit.matches} matching chunks)[/]" if hit.matches > 1 else ""
         output.out.print(f"[bold]{i:>2}. {_printable(hit.path)}[/]  [dim]{hit.score:.4f}[/]{more}")
