@@ -240,3 +240,17 @@ def test_eval_exclude_applies_to_every_mode(project: Repo, tmp_path: Path) -> No
         runs[extra] = {m: v["overall"]["recall@10"] for m, v in json.loads(proc.stdout)["modes"].items()}
     assert runs[()] == {"sparse": 1.0, "grep": 1.0}
     assert runs[("--exclude", "hooks/")] == {"sparse": 0.0, "grep": 0.0}
+
+
+def test_eval_while_the_daemon_holds_the_store_says_to_stop_it(project: Repo, tmp_path: Path, daemon: object) -> None:
+    from gitrag.daemon import client
+
+    gitrag("index", cwd=project.path)  # through the daemon, which now holds the store
+    client.request("ask", timeout=120, repo=str(project.path), question="slugify")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "kind": "concept", "query": "slugify text",
+                                     "targets": [{"path": "util/strings.py", "start_line": 1, "end_line": 2}]}) + "\n")
+    proc = gitrag("eval", str(questions), "--mode", "sparse", "--json", cwd=project.path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and proc.stdout == "" and len(lines) == 1, proc.stderr
+    assert "the running gitrag daemon holds it: stop the daemon for the run (`gitrag daemon --stop`;" in lines[0]

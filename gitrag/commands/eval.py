@@ -4,7 +4,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gitrag import output, ranking
-from gitrag.errors import EXIT_OK, ConfigError
+from gitrag.errors import EXIT_OK, ConfigError, StoreError
 from gitrag.evaluation import load_dataset, run_dataset
 from gitrag.evaluation.grep import GrepBaseline, head_files
 from gitrag.evaluation.report import print_report
@@ -46,6 +46,15 @@ def evaluate(
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
         report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, ablate, excluded), k, scope)
+    except StoreError as exc:
+        from gitrag.daemon import routing
+
+        if not routing.held_elsewhere(exc):
+            raise
+        raise StoreError("gitrag eval searches the index in its own process, and the running gitrag daemon holds "
+                         "it: stop the daemon for the run (`gitrag daemon --stop`; git events meanwhile are kept "
+                         "and indexed when it runs again: `gitrag daemon`, or `systemctl --user start gitrag`)"
+                         ) from None
     finally:
         ws.close()
     if as_json:
