@@ -539,3 +539,40 @@ def test_server_unreachable_says_what_to_check() -> None:
             store.list_collections()
     finally:
         store.close()
+
+
+_OPEN_ELSEWHERE = """
+import sys
+from gitrag.errors import StoreError
+from gitrag.store.edge import EdgeStore
+try:
+    EdgeStore(sys.argv[1]).count(sys.argv[2])
+except StoreError as exc:
+    print(exc)
+"""
+
+
+def test_a_refused_open_elsewhere_leaves_the_holders_shard_writable(tmp_path: Path) -> None:
+    """A second process that tries the shard (a CLI command while the daemon holds it) is
+    refused before the engine touches a file: the holder goes on writing and flushing."""
+    holder = EdgeStore(tmp_path / "q")
+    holder.create_collection(COLL, DIM)
+    holder.upsert(COLL, CORPUS[:3])
+    holder.flush(COLL)
+    for _ in range(2):  # a second EdgeStore in this process, and another process
+        with pytest.raises(StoreError, match="open in another process"):
+            EdgeStore(tmp_path / "q").count(COLL)
+        proc = subprocess.run([sys.executable, "-c", _OPEN_ELSEWHERE, str(tmp_path / "q"), COLL],
+                              capture_output=True, text=True, timeout=60, check=True)
+        assert "open in another process" in proc.stdout, proc.stdout + proc.stderr
+    holder.upsert(COLL, CORPUS[3:])
+    holder.flush(COLL)  # failed here: "Tracker journal ... is shorter than expected"
+    holder.close()
+    again = EdgeStore(tmp_path / "q")
+    try:
+        assert again.count(COLL) == len(CORPUS)
+        with pytest.raises(StoreError, match="open in another process"):
+            EdgeStore(tmp_path / "q").drop_collection(COLL)  # nor deleted under its holder
+        assert again.count(COLL) == len(CORPUS)
+    finally:
+        again.close()

@@ -2,8 +2,12 @@
 
 Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.json``,
 ``segments/``, ``wal/``). Shards are opened lazily and kept open until :meth:`close` or
-:meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time (its
-WAL is locked): a second process gets a :class:`StoreError` saying so.
+:meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time: a second
+process (or a second EdgeStore) gets a :class:`StoreError` saying so. That is gitrag's own
+lock, ``root/<name>.lock`` (``flock``), taken before the engine opens the shard: the
+engine's WAL lock comes too late, since its refused open has already rewritten files of
+the shard the holder is writing (the holder's next flush failed: "Tracker journal ... is
+shorter than expected").
 
 Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``;
 exact values, for ``SearchFilter.excluded_paths``), ``language``, ``symbol``, ``branches``
@@ -16,6 +20,8 @@ another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreErro
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -51,7 +57,7 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, str_id, translate
+from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, explain, str_id, translate
 from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
@@ -155,6 +161,7 @@ class EdgeStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._shards: dict[str, EdgeShard] = {}
+        self._held: dict[str, int] = {}  # collection -> fd of its flock'ed ``<name>.lock``
         self._lock = threading.RLock()
 
     # -- collections ---------------------------------------------------------------
@@ -172,6 +179,37 @@ class EdgeStore:
                 "to write safely): free space and run `gitrag index` again"
             )
 
+    def _hold(self, name: str) -> None:
+        """Take the exclusive ``flock`` on ``root/<name>.lock`` (kept until the shard is closed)
+        before the engine may open the shard; StoreError "open in another process" when
+        another process or EdgeStore holds it. Where the lock file cannot be made (a
+        read-only folder) the engine's own lock is all there is."""
+        if name in self._held:
+            return
+        path = self.root / f"{name}.lock"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return  # no flock on this file system: the engine's own lock only
+            raise StoreError(explain(exc, f"collection {self._dir(name)}")) from None
+        self._held[name] = fd
+
+    def _let_go(self, name: str) -> None:
+        """Release the collection's lock (after its shard is closed)."""
+        fd = self._held.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
     def _shard(self, name: str) -> EdgeShard:
         """The open shard of an existing collection; StoreError if there is none."""
         shard = self._shards.get(name)
@@ -180,8 +218,13 @@ class EdgeStore:
         folder = self._dir(name)
         if not (folder / _CONFIG_FILE).is_file():
             raise StoreError(f"collection {name!r} does not exist in {self.root}: run `gitrag index`")
-        with translate(f"collection {folder}"):
-            shard = EdgeShard.load(str(folder))
+        self._hold(name)
+        try:
+            with translate(f"collection {folder}"):
+                shard = EdgeShard.load(str(folder))
+        except BaseException:
+            self._let_go(name)
+            raise
         self._shards[name] = shard
         return shard
 
@@ -194,16 +237,21 @@ class EdgeStore:
             if (folder / _CONFIG_FILE).is_file():
                 self._check_dim(name, folder, dim)
                 return
-            if folder.exists():  # a crash during create left a partial shard
-                shutil.rmtree(folder)
-            self._require_space()
-            with translate(f"collection {folder}"):
-                self.root.mkdir(parents=True, exist_ok=True)
-                shard = EdgeShard.create(str(folder), _edge_config(dim))
-                for field_name in KEYWORD_FIELDS:
-                    params = KeywordIndexParams(prefix=field_name == "path")
-                    shard.update(UpdateOperation.create_field_index(field_name, params))
-                shard.flush()
+            self._hold(name)  # before removing a partial shard: another process may be creating it
+            try:
+                if folder.exists():  # a crash during create left a partial shard
+                    shutil.rmtree(folder)
+                self._require_space()
+                with translate(f"collection {folder}"):
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    shard = EdgeShard.create(str(folder), _edge_config(dim))
+                    for field_name in KEYWORD_FIELDS:
+                        params = KeywordIndexParams(prefix=field_name == "path")
+                        shard.update(UpdateOperation.create_field_index(field_name, params))
+                    shard.flush()
+            except BaseException:
+                self._let_go(name)
+                raise
             self._shards[name] = shard
 
     def _check_dim(self, name: str, folder: Path, dim: int) -> None:
@@ -224,11 +272,16 @@ class EdgeStore:
         with self._lock:
             folder = self._dir(name)
             shard = self._shards.pop(name, None)
-            with translate(f"collection {folder}"):
-                if shard is not None:
-                    shard.close()
-                if folder.exists():
-                    shutil.rmtree(folder)
+            if shard is None and folder.exists():
+                self._hold(name)  # never delete a shard another process has open
+            try:
+                with translate(f"collection {folder}"):
+                    if shard is not None:
+                        shard.close()
+                    if folder.exists():
+                        shutil.rmtree(folder)
+            finally:
+                self._let_go(name)
 
     def list_collections(self) -> list[str]:
         """Names of the collections below ``root``, sorted."""
@@ -362,5 +415,7 @@ class EdgeStore:
                     shard.close()
                 except Exception as exc:  # close the others anyway
                     errors.append(f"{name}: {exc}")
+                finally:
+                    self._let_go(name)
             if errors:
                 raise StoreError(f"closing collections in {self.root} failed: {'; '.join(errors)}")
