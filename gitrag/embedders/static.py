@@ -175,9 +175,9 @@ class StaticEmbedder:
         pieces tokenised in parallel (no word crosses a newline: the same tokens)."""
         pieces, offsets = _pieces(text, TOKENIZE_PIECE)
         encs = self._get_tokenizer().encode_batch(pieces, add_special_tokens=False)
-        ids = np.fromiter((i for e in encs for i in e.ids), dtype=np.int32)
-        starts = np.fromiter((o[0] + base for e, base in zip(encs, offsets) for o in e.offsets), dtype=np.int64,
-                             count=len(ids))
+        ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encs])
+        starts = np.concatenate([np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[:, 0] + base
+                                 for e, base in zip(encs, offsets)])
         return Tokens(ids, starts, self.fingerprint)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
