@@ -1,7 +1,8 @@
 """Index benchmark on a large real corpus: full index, one-function sync, no-change sync.
 
 Prints, from one run: end-to-end chunks/s of a full index beside the embedder's own raw
-chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the seconds and
+chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the CPU time of
+the first answers (ten hybrid questions right after the full index), the seconds and
 chunks embedded of a one-function commit and of a sync with nothing changed, the ratio of
 the one-function sync to the full index, peak RSS, and the full index and raw rates in
 CPU seconds (user + sys of all threads; steadier than wall time on a shared machine).
@@ -28,6 +29,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MAKE_STDLIB = HERE / "eval" / "make_stdlib_corpus.sh"
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+QUESTIONS = [
+    "how to parse a url query string", "decimal rounding modes", "open a zip file and read its members",
+    "tcp socket server request handler", "submit work to a thread pool", "json encoder for custom objects",
+    "read csv rows as dicts", "format a date as iso 8601", "compress data with zlib", "walk a directory tree",
+]
 
 
 def build_corpus(dest: Path, files: int | None) -> Path:
@@ -112,6 +120,15 @@ def main() -> int:
     raw_cpu_rate = len(texts) / raw_cpu if raw_cpu else 0.0
     print(f"full index CPU:    {full_cpu:8.2f} s  {e2e_cpu:7.1f} chunks/CPU-s;  raw embedder CPU {raw_cpu:6.2f} s  "
           f"{raw_cpu_rate:7.1f} chunks/CPU-s  (ratio {e2e_cpu / raw_cpu_rate if raw_cpu_rate else 0:.2f})", flush=True)
+
+    # the first answers after the first index: hybrid search latency (CPU ms per question)
+    from gitrag import retrieval
+
+    cpu = time.process_time()
+    for question in QUESTIONS:
+        retrieval.ask(ws, question, k=10)
+    ask_ms = (time.process_time() - cpu) / len(QUESTIONS) * 1000
+    print(f"first answers:     {ask_ms:8.1f} CPU-ms per question (hybrid, k=10, {len(QUESTIONS)} questions)", flush=True)
 
     edited = edit_one_function(corpus)
     one = Indexer(ws).sync()

@@ -238,8 +238,8 @@ class Indexer:
 
         writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, touched, planned,
                                   commit=commit, force=repaired, vectors=vectors, progress=self.progress,
-                                  batch=UPSERT_BATCH)
-        self._sparse = {}  # the views read the sparse vectors from the state; free the sync's copy
+                                  batch=UPSERT_BATCH, sparse_vecs=self._sparse)
+        self._sparse = {}  # handed to the store step (not read back from SQLite); free the sync's copy
         summary.points_upserted += writes.upserted
         summary.points_deleted += writes.deleted
         summary.payloads_updated += writes.payloads

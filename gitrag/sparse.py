@@ -135,7 +135,12 @@ def with_path(vec: SparseVec, path: str, weight: float = 1.0) -> SparseVec:
     Chunk texts (and so their cached vectors) do not contain the path, so a renamed file
     re-embeds nothing; the path's terms are added here, per point, at no embedding cost."""
     weights = dict(zip(vec.indices, vec.values))
-    for term in dict.fromkeys(terms(path.replace("/", " ").replace(".", " "))):
-        tid = term_id(term)
+    for tid in _path_term_ids(path):
         weights[tid] = weights.get(tid, 0.0) + weight
     return _vector(weights)
+
+
+@lru_cache(maxsize=4096)
+def _path_term_ids(path: str) -> tuple[int, ...]:
+    """Term ids of a path's distinct terms, in order (cached: every chunk of a file asks)."""
+    return tuple(term_id(t) for t in dict.fromkeys(terms(path.replace("/", " ").replace(".", " "))))

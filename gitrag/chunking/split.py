@@ -9,7 +9,6 @@ All loops are iterative; nothing recurses on the syntax tree.
 from __future__ import annotations
 
 import bisect
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,19 +66,24 @@ class Unit:
     text: str | None = field(default=None, compare=False)
     tokens: int = field(default=-1, compare=False)
     exact: bool = field(default=False, compare=False)  # tokens counted (else an estimate)
+    _symbol: str | None = field(default=None, init=False, compare=False, repr=False)  # cached .symbol
 
     def copy(self, **changes: Any) -> Unit:
         """A shallow copy with ``changes``; cached text/tokens are dropped."""
-        new = copy.copy(self)
-        new.text, new.tokens, new.exact = None, -1, False
+        new = object.__new__(Unit)  # copy.copy, without its generic __reduce_ex__ round trip
+        new.__dict__.update(self.__dict__)
+        new.text, new.tokens, new.exact, new._symbol = None, -1, False, None
         for key, value in changes.items():
             setattr(new, key, value)
         return new
 
     @property
     def symbol(self) -> str:
-        """Labels joined by ``", "`` (or the fallback); never empty."""
-        return ", ".join(name for name, _ in self.labels) or self.fallback or "<module>"
+        """Labels joined by ``", "`` (or the fallback); never empty. Computed once: units
+        change only through :meth:`copy`, which drops it."""
+        if self._symbol is None:
+            self._symbol = ", ".join(name for name, _ in self.labels) or self.fallback or "<module>"
+        return self._symbol
 
 
 class Sizer:
