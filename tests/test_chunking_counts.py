@@ -130,3 +130,23 @@ def test_chunks_embedded_from_their_token_spans_get_the_texts_vectors(emb: Stati
     foreign = [replace(s, ids=np.zeros(3, np.int32), model="other") if s is not None else None for s in spans]
     got, _ = embed_partial(emb, texts, foreign)
     assert np.array_equal(got, emb.embed_documents(texts))
+
+
+def test_a_model_folder_with_another_tokenizer_gets_no_shortcut(tmp_path: Path, emb: StaticEmbedder) -> None:
+    """Counting and embedding from one tokenisation of the file hold for BERT's tokenizer
+    only: a model folder whose tokenizer splits words otherwise counts and embeds texts."""
+    import json
+    import shutil
+
+    folder = tmp_path / "other-static"
+    shutil.copytree(emb.path, folder)
+    config = json.loads((folder / "tokenizer.json").read_text())
+    config["pre_tokenizer"] = {"type": "Whitespace"}
+    (folder / "tokenizer.json").write_text(json.dumps(config))
+    other = StaticEmbedder(folder)
+    assert other.tokenize("def f(x): pass") is None and emb.tokenize("def f(x): pass") is not None
+    path, data = _sources()[0]
+    chunks = analyze(path, data, max_tokens=other.max_tokens, count_tokens=other.count_tokens).chunks
+    assert chunks and all(c.span is None for c in chunks)
+    assert all(c.span is not None for c in analyze(path, data, max_tokens=emb.max_tokens,
+                                                   count_tokens=emb.count_tokens).chunks if c.embeddable)

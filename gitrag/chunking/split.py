@@ -147,6 +147,9 @@ class Sizer:
             cut = _CLEAN[codes]
             self._clean = cut[:-1] | cut[1:]  # position p: byte p-1 or byte p is clean
             self._tokens = self._tokenize(text)
+            if self._tokens is None:  # the embedder cannot vouch for this tokenizer
+                self._tokenize = None
+                return None
             self._starts = self._tokens.starts.tolist()
         assert self._chars is not None and self._clean is not None and self._starts is not None
         if not (self._clean[start] and self._clean[end]):

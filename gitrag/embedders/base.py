@@ -32,9 +32,10 @@ class Embedder(Protocol):
 
     Optional capabilities, looked up with ``getattr`` (callers fall back without them):
     ``embed_documents_partial(texts) -> (vectors, failed)`` (see :func:`embed_partial`);
-    ``tokenize(text) -> Tokens`` with ``embed_spans(spans) -> vectors``: the chunker counts
-    a file's chunks from one tokenisation of it and the indexer embeds them from those
-    token ids (static; see :class:`Tokens`, :func:`embed_partial`).
+    ``tokenize(text) -> Tokens | None`` with ``embed_spans(spans) -> vectors``: the chunker
+    counts a file's chunks from one tokenisation of it and the indexer embeds them from
+    those token ids (static with a BERT tokenizer; None: not offered for this model; see
+    :class:`Tokens`, :func:`embed_partial`).
     """
 
     name: str

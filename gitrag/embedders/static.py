@@ -164,17 +164,22 @@ class StaticEmbedder:
         # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
         return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
 
-    def tokenize(self, text: str) -> Tokens:
+    def tokenize(self, text: str) -> Tokens | None:
         """One tokenisation of a whole text (a file): its WordPiece ids (no [CLS]/[SEP]) and
         the character offset where each starts (ascending). The tokenizer is BERT's
         (per-character normaliser, words split at whitespace and punctuation), so the tokens
         of a slice cut beside whitespace are exactly the text's tokens that start inside it:
         the chunker counts a chunk's body from here, and hands the ids to :meth:`embed_spans`.
+        None when the model folder's tokenizer is not BERT's (normaliser, pre-tokenizer and
+        WordPiece): then nothing is derived from a tokenisation of the whole file.
 
         Long texts are cut after a newline every ~``TOKENIZE_PIECE`` characters and the
         pieces tokenised in parallel (no word crosses a newline: the same tokens)."""
+        tok = self._get_tokenizer()
+        if not _bert_style(tok):
+            return None
         pieces, offsets = _pieces(text, TOKENIZE_PIECE)
-        encs = self._get_tokenizer().encode_batch(pieces, add_special_tokens=False)
+        encs = tok.encode_batch(pieces, add_special_tokens=False)
         ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encs])
         starts = np.concatenate([np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[:, 0] + base
                                  for e, base in zip(encs, offsets)])
@@ -239,6 +244,13 @@ class StaticEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Returns float32 (dim,), unit length; queries are embedded like documents."""
         return self.embed_documents([text])[0]
+
+
+def _bert_style(tok: Any) -> bool:
+    """True for BERT's normaliser, pre-tokenizer and WordPiece (what :meth:`StaticEmbedder.tokenize`
+    relies on); another model folder may bring another tokenizer."""
+    return (type(tok.normalizer).__name__, type(tok.pre_tokenizer).__name__, type(tok.model).__name__) == (
+        "BertNormalizer", "BertPreTokenizer", "WordPiece")
 
 
 def _unit_rows(out: np.ndarray) -> np.ndarray:
