@@ -1,12 +1,16 @@
 """Index benchmark on a large real corpus: full index, one-function sync, no-change sync.
 
 Prints, from one run: end-to-end chunks/s of a full index beside the embedder's own raw
-chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the seconds and
+chunks/s on the same chunk texts (their ratio is the pipeline's overhead), the CPU time of
+the first answers (ten hybrid questions right after the full index), the seconds and
 chunks embedded of a one-function commit and of a sync with nothing changed, the ratio of
 the one-function sync to the full index, peak RSS, and the full index and raw rates in
 CPU seconds (user + sys of all threads; steadier than wall time on a shared machine).
 
-    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder static|local|hash]
+    python bench/bench_index.py [--corpus DIR] [--files N] [--embedder static|local|hash] [--stages]
+
+``--stages`` also prints the full index's CPU seconds per step (chunking, embedding, sparse
+terms, SQLite calls, store calls), timed around each call with ``time.process_time``.
 
 Without --corpus it builds the running Python's standard library as a one-commit git
 repository with bench/eval/make_stdlib_corpus.sh (offline). --files N keeps the first N
@@ -28,6 +32,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MAKE_STDLIB = HERE / "eval" / "make_stdlib_corpus.sh"
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+QUESTIONS = [
+    "how to parse a url query string", "decimal rounding modes", "open a zip file and read its members",
+    "tcp socket server request handler", "submit work to a thread pool", "json encoder for custom objects",
+    "read csv rows as dicts", "format a date as iso 8601", "compress data with zlib", "walk a directory tree",
+]
 
 
 def build_corpus(dest: Path, files: int | None) -> Path:
@@ -65,6 +76,7 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path)
     ap.add_argument("--files", type=int, default=None)
     ap.add_argument("--embedder", default="static")
+    ap.add_argument("--stages", action="store_true", help="print the full index's CPU seconds per step")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gitrag-bench-"))
@@ -89,9 +101,15 @@ def main() -> int:
     ws.embedder.embed_documents(["warm up"])
     load_s = time.perf_counter() - t
 
+    stages = _time_stages() if args.stages else None
     cpu = time.process_time()
     full = Indexer(ws).sync()
     full_cpu = time.process_time() - cpu
+    if stages is not None:
+        stages.pop("__restore__")()
+        for name, spent in sorted(stages.items(), key=lambda kv: -kv[1]):
+            print(f"  stage {name:24s} {spent:6.2f} CPU-s")
+        print(f"  stage {'(the rest)':24s} {full_cpu - sum(stages.values()):6.2f} CPU-s")
     rows = ws.state.points(full.branch)
     texts = list(_texts(ws, rows))
     t, cpu = time.perf_counter(), time.process_time()
@@ -113,6 +131,15 @@ def main() -> int:
     print(f"full index CPU:    {full_cpu:8.2f} s  {e2e_cpu:7.1f} chunks/CPU-s;  raw embedder CPU {raw_cpu:6.2f} s  "
           f"{raw_cpu_rate:7.1f} chunks/CPU-s  (ratio {e2e_cpu / raw_cpu_rate if raw_cpu_rate else 0:.2f})", flush=True)
 
+    # the first answers after the first index: hybrid search latency (CPU ms per question)
+    from gitrag import retrieval
+
+    cpu = time.process_time()
+    for question in QUESTIONS:
+        retrieval.ask(ws, question, k=10)
+    ask_ms = (time.process_time() - cpu) / len(QUESTIONS) * 1000
+    print(f"first answers:     {ask_ms:8.1f} CPU-ms per question (hybrid, k=10, {len(QUESTIONS)} questions)", flush=True)
+
     edited = edit_one_function(corpus)
     one = Indexer(ws).sync()
     none = Indexer(ws).sync()
@@ -123,6 +150,41 @@ def main() -> int:
     print(f"peak RSS: {peak_rss_mb():.0f} MB")
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _time_stages() -> dict:  # type: ignore[type-arg]
+    """Wrap the index's steps to add up their CPU seconds; ``["__restore__"]()`` unwraps."""
+    from gitrag import indexer, sparse, state, views
+    from gitrag.store import edge
+
+    steps = [(indexer, "analyze", "chunking"), (indexer, "_embed", "embedding"),
+             (sparse, "document_vector", "sparse terms"), (state.State, "plan", "sqlite plan (trial)"),
+             (state.State, "commit_paths", "sqlite commit"), (state.State, "put_symbols", "sqlite symbols"),
+             (state.VectorCache, "put_vectors", "sqlite put_vectors"), (state.VectorCache, "put_sparse", "sqlite put_sparse"),
+             (state.VectorCache, "get_sparse", "sqlite get_sparse"), (views, "record", "store point building"),
+             (edge.EdgeStore, "upsert", "store upsert"), (edge.EdgeStore, "flush", "store flush")]
+    spent: dict = {}
+    originals = []
+    for owner, attr, name in steps:
+        fn = getattr(owner, attr)
+        originals.append((owner, attr, fn))
+        spent[name] = 0.0
+
+        def timed(*a, _fn=fn, _name=name, **k):  # type: ignore[no-untyped-def]
+            t = time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spent[_name] += time.process_time() - t
+
+        setattr(owner, attr, timed)
+
+    def restore() -> None:
+        for owner, attr, fn in originals:
+            setattr(owner, attr, fn)
+
+    spent["__restore__"] = restore
+    return spent
 
 
 def _texts(ws, rows):  # type: ignore[no-untyped-def]

@@ -31,6 +31,8 @@ from gitrag import sparse
 from gitrag import state as state_mod
 from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
+from gitrag.chunking.model import TokenSpan
+from gitrag.embedders.base import embed_partial
 from gitrag.errors import EmbedderMismatch
 from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
@@ -106,6 +108,7 @@ class Indexer:
         self.ws = ws
         self.progress = progress or (lambda stage, done, total: None)
         self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for this sync
+        self._spans: dict[str, TokenSpan] = {}  # chunk hash -> its exact token ids, when known
         self._embedded: set[str] = set()  # hashes embedded in this sync
         self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
         self._sparse: dict[str, Any] = {}  # chunk hash -> sparse vector, during one _apply
@@ -235,8 +238,8 @@ class Indexer:
 
         writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, touched, planned,
                                   commit=commit, force=repaired, vectors=vectors, progress=self.progress,
-                                  batch=UPSERT_BATCH)
-        self._sparse = {}  # the views read the sparse vectors from the state; free the sync's copy
+                                  batch=UPSERT_BATCH, sparse_vecs=self._sparse)
+        self._sparse = {}  # handed to the store step (not read back from SQLite); free the sync's copy
         summary.points_upserted += writes.upserted
         summary.points_deleted += writes.deleted
         summary.payloads_updated += writes.payloads
@@ -263,7 +266,12 @@ class Indexer:
                 continue
             assert analysis is not None
             summary.files_indexed += 1
-            self._texts.update((c.hash, c.text) for c in analysis.chunks if c.embeddable)
+            for c in analysis.chunks:
+                if c.embeddable:
+                    h = c.hash
+                    self._texts[h] = c.text
+                    if c.span is not None:
+                        self._spans[h] = c.span
             self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
             updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis, self.variant)))
         return updates
@@ -305,7 +313,7 @@ class Indexer:
         try:
             for i in range(0, len(todo), batch):
                 part = todo[i : i + batch]
-                got, failed = _embed(emb, [t for _, t in part])
+                got, failed = _embed(emb, [t for _, t in part], [self._spans.pop(h, None) for h, _ in part])
                 fresh = {h: got[j] for j, (h, _) in enumerate(part) if j not in failed}
                 pending.update(fresh)
                 if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:
@@ -319,6 +327,7 @@ class Indexer:
                     summary.skipped.append({"path": self._path_of(part[j][0], rows), "reason": "a chunk failed to embed"})
                 self.progress("embed", min(i + batch, len(todo)), len(todo))
         finally:  # also when embedding fails part way: what was embedded stays cached
+            self._spans.clear()  # they hold the files' token ids
             if pending:
                 state.put_vectors(pending, branch.fingerprint)
         return vectors
@@ -386,10 +395,8 @@ def _flat_dicts(items: list[Any]) -> list[dict[str, Any]]:
     return [{name: getattr(item, name) for name in names} for item in items]
 
 
-def _embed(emb: Any, texts: list[str]) -> tuple[np.ndarray, set[int]]:
-    """Embed texts; returns (vectors, indices that failed). Uses partial embedding when offered."""
-    partial = getattr(emb, "embed_documents_partial", None)
-    if partial is not None:
-        vecs, failed = partial(texts)
-        return vecs, set(failed)
-    return emb.embed_documents(texts), set()
+def _embed(emb: Any, texts: list[str], spans: list[TokenSpan | None]) -> tuple[np.ndarray, set[int]]:
+    """Embed texts (from their token ids where the chunker knows them, see embed_partial);
+    returns (vectors, indices that failed)."""
+    vecs, failed = embed_partial(emb, texts, spans)
+    return vecs, set(failed)

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,12 @@ class PointRow:
     path: str
     chunk_hash: str
     payload: dict[str, Any]
+
+    @cached_property
+    def payload_json(self) -> str:
+        """``json.dumps(payload)``, made once: a sync writes each row twice (the plan's
+        rolled-back trial, then the commit). The payload is never changed in place."""
+        return json.dumps(self.payload)
 
 
 @dataclass(frozen=True)
@@ -236,10 +243,12 @@ class VectorCache:
         return out
 
     def put_vectors(self, items: dict[str, np.ndarray], fingerprint: str) -> None:
+        # in key order: random hashes inserted in order split and rewrite far fewer B-tree
+        # pages (1 KB rows; 24.6k vectors: ~1.4 -> ~1.0 CPU-s)
         with self.transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
-                [(h, fingerprint, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
+                [(h, fingerprint, np.asarray(items[h], dtype=np.float32).tobytes()) for h in sorted(items)],
             )
 
     def get_sparse(self, hashes: Iterable[str], version: str) -> dict[str, SparseVec]:
@@ -257,7 +266,7 @@ class VectorCache:
         with self.transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO sparse VALUES(?,?)",
-                [(f"{version}:{h}", json.dumps([s.indices, s.values])) for h, s in items.items()],
+                [(f"{version}:{h}", json.dumps([items[h].indices, items[h].values])) for h in sorted(items)],
             )
 
     def import_from(self, other: Path) -> int:
@@ -621,7 +630,7 @@ def _commit_paths(
             db.execute("DELETE FROM points WHERE path=? AND blob=? AND variant=?", (up.path, up.blob, var))
             db.executemany(
                 "INSERT OR REPLACE INTO points VALUES(?,?,?,?,?,?)",
-                [(p.point_id, var, p.path, up.blob, p.chunk_hash, json.dumps(p.payload)) for p in up.points],
+                [(p.point_id, var, p.path, up.blob, p.chunk_hash, p.payload_json) for p in up.points],
             )
     db.execute("DELETE FROM journal WHERE branch=?", (branch,))
     db.executemany("INSERT INTO journal VALUES(?,?)", [(branch, p) for p in sorted(set(retry))])

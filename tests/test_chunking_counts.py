@@ -98,3 +98,55 @@ def test_chunks_are_the_same_as_counting_every_text(emb: StaticEmbedder) -> None
             slow = analyze(path, data, max_tokens=max_tokens, count_tokens=plain)
             assert fast.chunks == slow.chunks, path
             assert all(emb.count_tokens(c.text) <= max_tokens for c in fast.chunks if c.embeddable) or max_tokens < 100
+
+
+def test_chunks_embedded_from_their_token_spans_get_the_texts_vectors(emb: StaticEmbedder) -> None:
+    """The indexer embeds a chunk from the token ids the chunker took from the file's one
+    tokenisation (``Chunk.span``, ``embed_spans``): bit for bit the vector of its text."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from gitrag.embedders.base import embed_partial
+
+    total = with_span = 0
+    for path, data in _sources():
+        chunks = [c for c in analyze(path, data, max_tokens=emb.max_tokens, count_tokens=emb.count_tokens).chunks
+                  if c.embeddable]
+        texts, spans = [c.text for c in chunks], [c.span for c in chunks]
+        total, with_span = total + len(chunks), with_span + sum(s is not None for s in spans)
+        for c in chunks:
+            if c.span is not None:  # the ids are the text's own tokens after the head's
+                head = emb._get_tokenizer().encode(c.span.head, add_special_tokens=False).ids
+                assert head + c.span.ids.tolist() == emb._get_tokenizer().encode(c.text, add_special_tokens=False).ids
+        vectors, failed = embed_partial(emb, texts, spans)
+        assert failed == [] and np.array_equal(vectors, emb.embed_documents(texts)), path
+        # a prefix (a context line before the chunk text) keeps the ids exact
+        prefixed = [s.with_prefix("gitrag/…/x.py: naïve") if s is not None else None for s in spans]
+        got, _ = embed_partial(emb, [f"gitrag/…/x.py: naïve\n{t}" for t in texts], prefixed)
+        assert np.array_equal(got, emb.embed_documents([f"gitrag/…/x.py: naïve\n{t}" for t in texts])), path
+    assert with_span > 0.8 * total and total > 300
+    # spans of another model are never used: the texts are embedded
+    foreign = [replace(s, ids=np.zeros(3, np.int32), model="other") if s is not None else None for s in spans]
+    got, _ = embed_partial(emb, texts, foreign)
+    assert np.array_equal(got, emb.embed_documents(texts))
+
+
+def test_a_model_folder_with_another_tokenizer_gets_no_shortcut(tmp_path: Path, emb: StaticEmbedder) -> None:
+    """Counting and embedding from one tokenisation of the file hold for BERT's tokenizer
+    only: a model folder whose tokenizer splits words otherwise counts and embeds texts."""
+    import json
+    import shutil
+
+    folder = tmp_path / "other-static"
+    shutil.copytree(emb.path, folder)
+    config = json.loads((folder / "tokenizer.json").read_text())
+    config["pre_tokenizer"] = {"type": "Whitespace"}
+    (folder / "tokenizer.json").write_text(json.dumps(config))
+    other = StaticEmbedder(folder)
+    assert other.tokenize("def f(x): pass") is None and emb.tokenize("def f(x): pass") is not None
+    path, data = _sources()[0]
+    chunks = analyze(path, data, max_tokens=other.max_tokens, count_tokens=other.count_tokens).chunks
+    assert chunks and all(c.span is None for c in chunks)
+    assert all(c.span is not None for c in analyze(path, data, max_tokens=emb.max_tokens,
+                                                   count_tokens=emb.count_tokens).chunks if c.embeddable)

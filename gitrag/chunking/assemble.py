@@ -15,11 +15,10 @@ def to_chunks(units: list[Unit], sizer: Sizer, language: str) -> list[Chunk]:
         line += data.count(b"\n", pos, unit.start)
         pos = unit.start
         end_line = line + data.count(b"\n", unit.start, max(unit.start, unit.end - 1))
-        sizer.measure(unit)
         chunks.append(Chunk(
             start_byte=unit.start, end_byte=unit.end, start_line=line, end_line=end_line,
-            symbol=unit.symbol, kind=unit.kind, language=language, text=unit.text or "",
-            context="\n".join(unit.context),
+            symbol=unit.symbol, kind=unit.kind, language=language, text=sizer.text(unit),
+            context="\n".join(unit.context), span=sizer.span(unit),
         ))
     return chunks
 

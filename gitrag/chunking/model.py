@@ -8,7 +8,30 @@ chunks in order reproduces the file exactly.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class TokenSpan:
+    """A chunk's embedding text as token ids, when the chunker knows them exactly.
+
+    The text is ``head``, a newline, then a body whose tokens are ``ids`` (int32, no
+    special tokens), sliced from the embedder's one tokenisation of the whole file
+    (``tokenize``; exact when the body's cuts lie beside whitespace, see
+    ``Sizer.body_tokens``): so ``tokens(text) == tokens(head) + ids``. ``model`` is the
+    fingerprint of the embedder that tokenised the file. Used by ``embed_spans``.
+    """
+
+    model: str
+    head: str
+    ids: np.ndarray
+
+    def with_prefix(self, prefix: str) -> TokenSpan:
+        """The span of ``f"{prefix}\n{text}"``: the prefix joins the head (a newline splits
+        no word, so the ids stay exact)."""
+        return replace(self, head=f"{prefix}\n{self.head}" if self.head else prefix)
 
 
 @dataclass(frozen=True)
@@ -23,7 +46,9 @@ class Chunk:
     ``hash`` is the hex SHA-256 of ``text`` in UTF-8, the chunk's identity for embedding.
     ``embeddable`` is False for a content-free chunk (only whitespace, byte-order marks
     and, at the top of the file, a ``#!`` line): it still tiles the file, but nothing in
-    it can answer a question, so it is never embedded, stored or returned.
+    it can answer a question, so it is never embedded, stored or returned. ``span``: the
+    text's exact token ids when the counting embedder offers ``tokenize`` (else None);
+    not part of the chunk's identity.
     """
 
     start_byte: int
@@ -36,6 +61,7 @@ class Chunk:
     text: str
     context: str = ""
     embeddable: bool = True
+    span: TokenSpan | None = field(default=None, compare=False, repr=False)
 
     @property
     def hash(self) -> str:

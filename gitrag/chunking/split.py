@@ -9,7 +9,6 @@ All loops are iterative; nothing recurses on the syntax tree.
 from __future__ import annotations
 
 import bisect
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gitrag.chunking.model import TokenSpan
 from gitrag.chunking.text import embedding_text, header
 
 TARGET_NONWS = 1200  # soft target, non-whitespace bytes per chunk...
@@ -66,19 +66,24 @@ class Unit:
     text: str | None = field(default=None, compare=False)
     tokens: int = field(default=-1, compare=False)
     exact: bool = field(default=False, compare=False)  # tokens counted (else an estimate)
+    _symbol: str | None = field(default=None, init=False, compare=False, repr=False)  # cached .symbol
 
     def copy(self, **changes: Any) -> Unit:
         """A shallow copy with ``changes``; cached text/tokens are dropped."""
-        new = copy.copy(self)
-        new.text, new.tokens, new.exact = None, -1, False
+        new = object.__new__(Unit)  # copy.copy, without its generic __reduce_ex__ round trip
+        new.__dict__.update(self.__dict__)
+        new.text, new.tokens, new.exact, new._symbol = None, -1, False, None
         for key, value in changes.items():
             setattr(new, key, value)
         return new
 
     @property
     def symbol(self) -> str:
-        """Labels joined by ``", "`` (or the fallback); never empty."""
-        return ", ".join(name for name, _ in self.labels) or self.fallback or "<module>"
+        """Labels joined by ``", "`` (or the fallback); never empty. Computed once: units
+        change only through :meth:`copy`, which drops it."""
+        if self._symbol is None:
+            self._symbol = ", ".join(name for name, _ in self.labels) or self.fallback or "<module>"
+        return self._symbol
 
 
 class Sizer:
@@ -95,7 +100,8 @@ class Sizer:
         self._cum = np.concatenate((np.zeros(1, np.int64), np.cumsum(arr, dtype=np.int64)))
         self._headers: dict[tuple[str, tuple[str, ...]], tuple[str, int]] = {}
         # exact body counts from one tokenisation of the whole file (see body_tokens)
-        self._token_starts = getattr(getattr(count_tokens, "__self__", None), "token_starts", None)
+        self._tokenize = getattr(getattr(count_tokens, "__self__", None), "tokenize", None)
+        self._tokens: Any = None  # what the embedder's tokenize returned: ids, starts, model
         self._starts: list[int] | None = None
         self._chars: np.ndarray | None = None
         self._clean: np.ndarray | None = None
@@ -113,20 +119,26 @@ class Sizer:
         """Tokens (no [CLS]/[SEP]) of ``data[start:end]`` taken from one tokenisation of the
         whole file, or ``None`` when that is not known to be exact.
 
-        Exact when the embedder offers ``token_starts`` (a BERT-style normaliser and
+        Exact when the embedder offers ``tokenize`` (a BERT-style normaliser and
         pre-tokeniser: per-character normalisation, words split at whitespace), the file is
         valid UTF-8 and both cuts lie beside an ASCII space, tab, CR or LF (or at the file's
         ends): then no word crosses a cut, the range's tokens are exactly the file's tokens
         that start inside it, and the whitespace that ``normalise`` removes or the newline
         that joins header and body changes no word. So ``count(embedding_text(head, body))
         == count(head) + body_tokens`` (counted ``head`` includes [CLS] and [SEP])."""
-        if self._token_starts is None:
+        span = self._token_range(start, end)
+        return None if span is None else span[1] - span[0]
+
+    def _token_range(self, start: int, end: int) -> tuple[int, int] | None:
+        """``[lo, hi)``: the indices of the file's tokens that make up ``data[start:end]``
+        (see :meth:`body_tokens`), or None when not known to be exact."""
+        if self._tokenize is None:
             return None
         if self._starts is None:
             try:
                 text = self.data.decode("utf-8")
             except UnicodeDecodeError:
-                self._token_starts = None
+                self._tokenize = None
                 return None
             arr = np.frombuffer(self.data, dtype=np.uint8)
             lead = ((arr & 0xC0) != 0x80).astype(np.int64)
@@ -134,12 +146,33 @@ class Sizer:
             codes = np.concatenate(([256], arr.astype(np.int64), [256]))
             cut = _CLEAN[codes]
             self._clean = cut[:-1] | cut[1:]  # position p: byte p-1 or byte p is clean
-            self._starts = list(self._token_starts(text))
-        assert self._chars is not None and self._clean is not None
+            self._tokens = self._tokenize(text)
+            if self._tokens is None:  # the embedder cannot vouch for this tokenizer
+                self._tokenize = None
+                return None
+            self._starts = self._tokens.starts.tolist()
+        assert self._chars is not None and self._clean is not None and self._starts is not None
         if not (self._clean[start] and self._clean[end]):
             return None
         lo, hi = int(self._chars[start]), int(self._chars[end])
-        return bisect.bisect_left(self._starts, hi) - bisect.bisect_left(self._starts, lo)
+        return bisect.bisect_left(self._starts, lo), bisect.bisect_left(self._starts, hi)
+
+    def span(self, unit: Unit) -> TokenSpan | None:
+        """The exact token ids of the unit's embedding text (see :class:`TokenSpan`), or
+        None when they are not known (then the text is embedded)."""
+        rng = self._token_range(unit.start, unit.end)
+        if rng is None:
+            return None
+        head, _ = self.header(unit.symbol, unit.context)
+        return TokenSpan(self._tokens.model, head, self._tokens.ids[rng[0] : rng[1]])
+
+    def text(self, unit: Unit) -> str:
+        """The unit's embedding text (built once, cached on the unit)."""
+        if unit.text is None:
+            head, _ = self.header(unit.symbol, unit.context)
+            body = self.data[unit.start : unit.end].decode("utf-8", "replace")
+            unit.text = embedding_text(head, body)
+        return unit.text
 
     def header(self, symbol: str, context: tuple[str, ...]) -> tuple[str, int]:
         """The header for ``symbol``/``context``, shortened until it takes <= 1/3 of the cap."""
@@ -159,15 +192,11 @@ class Sizer:
         ``exact=False`` a merge estimate already on the unit is returned as is."""
         if not exact and unit.tokens >= 0:
             return unit.tokens
-        if unit.text is None:
-            head, _ = self.header(unit.symbol, unit.context)
-            body = self.data[unit.start : unit.end].decode("utf-8", "replace")
-            unit.text = embedding_text(head, body)
         if not unit.exact:
             body_tokens = self.body_tokens(unit.start, unit.end)
             if body_tokens is None:
-                unit.tokens = self.count(unit.text)
-            else:
+                unit.tokens = self.count(self.text(unit))
+            else:  # the text itself is built only for the final chunks
                 unit.tokens = self.header(unit.symbol, unit.context)[1] + body_tokens
             unit.exact = True
         return unit.tokens

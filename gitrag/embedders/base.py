@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from gitrag.errors import ConfigError
 
 if TYPE_CHECKING:
+    from gitrag.chunking.model import TokenSpan
     from gitrag.config import Settings
 
 
@@ -27,6 +29,13 @@ class Embedder(Protocol):
 
     ``dim``: vector length. ``max_tokens``: the longest input in the model's own tokens
     that is embedded without truncation; the chunker keeps every chunk within it.
+
+    Optional capabilities, looked up with ``getattr`` (callers fall back without them):
+    ``embed_documents_partial(texts) -> (vectors, failed)`` (see :func:`embed_partial`);
+    ``tokenize(text) -> Tokens | None`` with ``embed_spans(spans) -> vectors``: the chunker
+    counts a file's chunks from one tokenisation of it and the indexer embeds them from
+    those token ids (static with a BERT tokenizer; None: not offered for this model; see
+    :class:`Tokens`, :func:`embed_partial`).
     """
 
     name: str
@@ -63,7 +72,23 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return arr / norms
 
 
-def embed_partial(embedder: Embedder, texts: list[str]) -> tuple[np.ndarray, list[int]]:
+@dataclass(frozen=True, eq=False)
+class Tokens:
+    """One tokenisation of a text by an embedder's own tokenizer (its optional ``tokenize``).
+
+    ``ids``: int32 (n,) token ids, no special tokens; ``starts``: int64 (n,) the character
+    offset in the text where each token starts, ascending; ``model``: the fingerprint of
+    the embedder whose vocabulary ``ids`` index (a :class:`~gitrag.chunking.model.TokenSpan`
+    carries it, so ids never meet another model's vectors)."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    model: str
+
+
+def embed_partial(
+    embedder: Embedder, texts: list[str], spans: Sequence[TokenSpan | None] | None = None
+) -> tuple[np.ndarray, list[int]]:
     """Embed what can be embedded: ``(vectors, failed)``.
 
     ``vectors``: float32 (len(texts), dim) in input order, unit rows, except that the
@@ -71,11 +96,31 @@ def embed_partial(embedder: Embedder, texts: list[str]) -> tuple[np.ndarray, lis
     into ``texts`` that could not be embedded (already logged). Uses
     ``embed_documents_partial`` when the embedder has one (ollama, local), else
     ``embed_documents`` (nothing fails alone). Raises EmbedderUnavailable /
-    EmbedderError when the embedder fails as a whole."""
-    partial = getattr(embedder, "embed_documents_partial", None)
-    if partial is not None:
-        return partial(texts)
-    return embedder.embed_documents(texts), []
+    EmbedderError when the embedder fails as a whole.
+
+    ``spans`` (optional, one per text, None where unknown): the chunker's exact token ids
+    of the text (:class:`~gitrag.chunking.model.TokenSpan`, from the embedder's own
+    ``tokenize`` of the file). An embedder with the optional capability ``embed_spans``
+    (static) embeds those from the ids, without tokenising the text again; the result is
+    the text's vector, bit for bit. Spans of another model, or an embedder without the
+    capability, fall back to embedding the texts."""
+    by_span = getattr(embedder, "embed_spans", None)
+    fingerprint = embedder.fingerprint if by_span is not None and spans else None
+    use = [i for i, sp in enumerate(spans or ()) if sp is not None and sp.model == fingerprint]
+    if by_span is None or not use:
+        partial = getattr(embedder, "embed_documents_partial", None)
+        if partial is not None:
+            return partial(texts)
+        return embedder.embed_documents(texts), []
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    out[use] = by_span([spans[i] for i in use])  # type: ignore[index]
+    if len(use) < len(texts):
+        taken = set(use)
+        rest = [i for i in range(len(texts)) if i not in taken]
+        vectors, failed = embed_partial(embedder, [texts[i] for i in rest])
+        out[rest] = vectors
+        return out, sorted(rest[j] for j in failed)
+    return out, []
 
 
 Factory = Callable[["Settings"], Embedder]

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import json
 import threading
-from operator import itemgetter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gitrag.embedders.base import make_fingerprint, register
+from gitrag.embedders.base import Tokens, make_fingerprint, register
 from gitrag.errors import EmbedderUnavailable
 
 if TYPE_CHECKING:
+    from gitrag.chunking.model import TokenSpan
     from gitrag.config import Settings
 
 MODEL_NAME = "minilm-static"
@@ -40,6 +41,7 @@ MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / MODEL_NAME
 MODEL_SHA256 = "fc2e4a095f90fdc0cafdb072a883e5c1661f0dcd40251e5d361625719bd0da3c"
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PIECE = 64  # texts tokenised and summed at a time: ~64 x 256 tokens x dim floats of scratch
+TOKENIZE_PIECE = 4096  # characters per piece when tokenize() cuts a long text for parallel tokenising
 
 
 def read_config(path: Path = MODEL_DIR) -> dict[str, Any]:
@@ -162,15 +164,26 @@ class StaticEmbedder:
         # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
         return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
 
-    def token_starts(self, text: str) -> list[int]:
-        """Start offsets (characters of ``text``, ascending) of its WordPiece tokens, no
-        [CLS]/[SEP]. The tokenizer is BERT's (per-character normaliser, words split at
-        whitespace and punctuation), which lets the chunker count a whitespace-bounded
-        slice of a file exactly from one tokenisation of the whole file."""
-        enc = self._get_tokenizer().encode(text, add_special_tokens=False)
-        starts = list(map(itemgetter(0), enc.offsets))
-        starts.sort()  # already ascending for BERT; cheap insurance for bisect
-        return starts
+    def tokenize(self, text: str) -> Tokens | None:
+        """One tokenisation of a whole text (a file): its WordPiece ids (no [CLS]/[SEP]) and
+        the character offset where each starts (ascending). The tokenizer is BERT's
+        (per-character normaliser, words split at whitespace and punctuation), so the tokens
+        of a slice cut beside whitespace are exactly the text's tokens that start inside it:
+        the chunker counts a chunk's body from here, and hands the ids to :meth:`embed_spans`.
+        None when the model folder's tokenizer is not BERT's (normaliser, pre-tokenizer and
+        WordPiece): then nothing is derived from a tokenisation of the whole file.
+
+        Long texts are cut after a newline every ~``TOKENIZE_PIECE`` characters and the
+        pieces tokenised in parallel (no word crosses a newline: the same tokens)."""
+        tok = self._get_tokenizer()
+        if not _bert_style(tok):
+            return None
+        pieces, offsets = _pieces(text, TOKENIZE_PIECE)
+        encs = tok.encode_batch(pieces, add_special_tokens=False)
+        ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encs])
+        starts = np.concatenate([np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[:, 0] + base
+                                 for e, base in zip(encs, offsets)])
+        return Tokens(ids, starts, self.fingerprint)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
         """``count_tokens`` for many texts at once (tokenised in parallel); same order."""
@@ -188,30 +201,83 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        vectors, keep = self._get_vectors()
         tok = self._get_tokenizer()
         for start in range(0, len(texts), PIECE):
-            piece = texts[start : start + PIECE]
-            ids = [np.asarray(e.ids, dtype=np.int64) for e in tok.encode_batch_fast(piece, add_special_tokens=False)]
-            lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
-            flat = np.concatenate(ids)
-            owner = np.repeat(np.arange(start, start + len(piece)), lengths)
-            mask = keep[flat]
-            flat, owner = flat[mask], owner[mask]
-            if flat.size:
-                # owner is sorted: sum each text's rows in one pass (float32 accumulation)
-                starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-                out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        empty = norms[:, 0] == 0
-        out[empty, 0] = 1.0
-        norms[empty] = 1.0
-        out /= norms
-        return out
+            encs = tok.encode_batch_fast(texts[start : start + PIECE], add_special_tokens=False)
+            self._sum_into(out, start, [e.ids for e in encs])
+        return _unit_rows(out)
+
+    def embed_spans(self, spans: Sequence[TokenSpan]) -> np.ndarray:
+        """Returns float32 (len(spans), dim), unit rows: row i is ``embed_documents`` of the
+        text span i stands for (``span.head``, a newline, the text of ``span.ids``), bit for
+        bit, computed from the ids the chunker took from :meth:`tokenize` of the file: only
+        the short heads are tokenised here. Every span's ``model`` must be this embedder's
+        fingerprint (ValueError otherwise: ids of another vocabulary); use
+        :func:`gitrag.embedders.base.embed_partial`, which checks and falls back to the text."""
+        fingerprint = self.fingerprint
+        if any(sp.model != fingerprint for sp in spans):
+            raise ValueError("token spans of another tokenizer; embed their texts instead")
+        out = np.zeros((len(spans), self.dim), dtype=np.float32)
+        tok = self._get_tokenizer()
+        for start in range(0, len(spans), PIECE):
+            piece = spans[start : start + PIECE]
+            heads = tok.encode_batch_fast([sp.head for sp in piece], add_special_tokens=False)
+            self._sum_into(out, start, [np.concatenate((np.asarray(h.ids, dtype=np.int32), sp.ids))
+                                        for h, sp in zip(heads, piece)])
+        return _unit_rows(out)
+
+    def _sum_into(self, out: np.ndarray, start: int, rows: Sequence[Sequence[int] | np.ndarray]) -> None:
+        """out[start + i] = the sum of the token vectors of ``rows[i]`` (special tokens
+        skipped), accumulated in float32 in token order."""
+        vectors, keep = self._get_vectors()
+        ids = [np.asarray(row, dtype=np.int64) for row in rows]
+        lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
+        flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(start, start + len(ids)), lengths)
+        mask = keep[flat]
+        flat, owner = flat[mask], owner[mask]
+        if flat.size:
+            # owner is sorted: sum each text's rows in one pass (float32 accumulation)
+            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Returns float32 (dim,), unit length; queries are embedded like documents."""
         return self.embed_documents([text])[0]
+
+
+def _bert_style(tok: Any) -> bool:
+    """True for BERT's normaliser, pre-tokenizer and WordPiece (what :meth:`StaticEmbedder.tokenize`
+    relies on); another model folder may bring another tokenizer."""
+    return (type(tok.normalizer).__name__, type(tok.pre_tokenizer).__name__, type(tok.model).__name__) == (
+        "BertNormalizer", "BertPreTokenizer", "WordPiece")
+
+
+def _unit_rows(out: np.ndarray) -> np.ndarray:
+    """Scale each row of ``out`` (n, dim) to unit length in place; an all-zero row (no
+    tokens) becomes the first unit vector. Returns ``out``."""
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    empty = norms[:, 0] == 0
+    out[empty, 0] = 1.0
+    norms[empty] = 1.0
+    out /= norms
+    return out
+
+
+def _pieces(text: str, size: int) -> tuple[list[str], list[int]]:
+    """``text`` cut right after a newline about every ``size`` characters: (pieces, the
+    character offset of each). A text without a newline past ``size`` stays whole."""
+    pieces, offsets, pos = [], [], 0
+    while len(text) - pos > size:
+        cut = text.find("\n", pos + size)
+        if cut < 0:
+            break
+        pieces.append(text[pos : cut + 1])
+        offsets.append(pos)
+        pos = cut + 1
+    pieces.append(text[pos:])
+    offsets.append(pos)
+    return pieces, offsets
 
 
 @register("static")

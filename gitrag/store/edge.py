@@ -36,6 +36,7 @@ from qdrant_edge import (
     CountRequest,
     Distance,
     EdgeConfig,
+    EdgeOptimizersConfig,
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
@@ -67,12 +68,20 @@ _SCROLL_PAGE = 10_000
 # less than this free, plus a generous allowance per point written.
 MIN_FREE_BYTES = 64 * 2**20
 _BYTES_PER_POINT = 16 * 1024
+# A segment gets its HNSW graph (built by ``optimize``, blocking) only above this many KB of
+# dense vectors (1 KB = one 256-dim float32 vector; the engine's default is 10,000). Below
+# it a dense query is an exact brute-force scan, ~2 ms for 25k points; building the graph
+# for the stdlib corpus's 25,865 points cost ~8 CPU-s at the first index's final flush
+# (BENCHMARKS.md, "First index speed"). So collections up to ~100k chunks are never
+# indexed: exact results, and no optimize pause on the first answer's path.
+INDEXING_THRESHOLD_KB = 100_000
 
 
 def _edge_config(dim: int) -> EdgeConfig:
     return EdgeConfig(
         vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
         sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        optimizers=EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
     )
 
 
@@ -390,7 +399,8 @@ class EdgeStore:
         """Write every update to the segments on disk, then let the optimizer run.
 
         Qdrant Edge has no background optimizer: this is where deleted points are
-        vacuumed and large segments get their HNSW index (blocking, seconds for 10^5 points)."""
+        vacuumed and segments above ``INDEXING_THRESHOLD_KB`` get their HNSW index
+        (blocking, seconds for 10^5 points; smaller collections are searched exactly)."""
         with self._lock:
             shard = self._shard(name)
             self._require_space()
