@@ -151,3 +151,7 @@ def main() -> int:
     return 0
 
 
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
