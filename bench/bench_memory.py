@@ -76,6 +76,25 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, object]:
     try:
         os.environ["GITRAG_HOME"] = env["GITRAG_HOME"]
         from gitrag.daemon import client
+
+        deadline = time.time() + 60
+        while not client.probe(timeout=0.5)["running"]:
+            if time.time() > deadline or daemon.poll() is not None:
+                raise SystemExit(f"the daemon did not start: {(work / 'daemon.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        start_rss = proc_status(daemon.pid, "VmRSS")
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append(proc_status(daemon.pid, "VmRSS"))
+                stop.wait(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        first_s = gitrag(env, "index", "--repo", str(repo))
+        stop.set()
         sampler.join()
         peak = max(proc_status(daemon.pid, "VmHWM"), max(samples, default=0.0))
         first_idle = idle_rss(daemon.pid)
@@ -96,6 +115,8 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, object]:
         for n in range(1, args.commits + 1):
             if args.branch_per_commit:
                 subprocess.run([*GIT, "checkout", "-q", "-b", f"bench-{n}"], cwd=repo, check=True)
+            for _ in range(args.files_per_commit):
+                path = repo / next(pick)
                 with path.open("a", encoding="utf-8") as fh:
                     fh.write(f"\n\ndef _bench_change_{n}():\n    return {n}\n")
             subprocess.run([*GIT, "commit", "-q", "-am", f"bench: change {n}"], cwd=repo, check=True)
