@@ -40,6 +40,7 @@ from qdrant_edge import (
     MatchAny,
     MatchPrefix,
     MatchValue,
+    Memory,
     Modifier,
     Point,
     Prefetch,
@@ -66,7 +67,7 @@ _BYTES_PER_POINT = 16 * 1024
 def _edge_config(dim: int) -> EdgeConfig:
     return EdgeConfig(
         vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cached)},
     )
 
 
