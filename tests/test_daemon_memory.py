@@ -140,3 +140,37 @@ def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch
         assert search(ws, "handler_7", k=3)  # the shard still answers, its pages faulted back
     finally:
         worker.close()
+
+
+def _sqlite_memory_used() -> int | None:
+    """Bytes SQLite has allocated in this process (``sqlite3_memory_used``), if the sqlite3
+    module uses the system's shared library."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("sqlite3")
+    if name is None:
+        return None
+    lib = ctypes.CDLL(name)
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    return int(lib.sqlite3_memory_used())
+
+
+def test_shrinking_sqlite_frees_its_page_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)
+    db.execute("PRAGMA cache_size=-8000")  # up to 8 MB of pages
+    db.execute("CREATE TABLE t(v BLOB)")
+    db.executemany("INSERT INTO t VALUES(?)", [(bytes(3000),) for _ in range(1500)])
+    db.commit()
+    db.execute("SELECT count(*), sum(length(v)) FROM t").fetchone()  # ~4.5 MB of pages cached now
+    closed = sqlite3.connect(tmp_path / "y.db")
+    closed.close()
+    before = _sqlite_memory_used()
+    if before is None:
+        pytest.skip("the sqlite3 module does not use a shared libsqlite3 here")
+    assert memory.shrink_sqlite([db, None, closed]) == 1  # the open one; None and a closed one skipped
+    assert before - (_sqlite_memory_used() or 0) > 3_000_000
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (1500,)  # still usable
+    db.close()

@@ -12,7 +12,8 @@ the sparse-term caches (``functools.lru_cache`` of identifiers, stems and term i
 65,536 entries each when full: ~30 MB of small objects, dropped by :func:`clear_caches`),
 and the pages of the store's memory-mapped segment and WAL files that the sync touched
 (~100 MB of file-backed RSS after a sync of one commit: the shard replays its WAL on
-open). Those pages belong to the kernel's page cache: :func:`drop_file_pages` unmaps them
+open), and SQLite's page caches of the state and the vector cache (a few MB, freed by
+:func:`shrink_sqlite`). The store's pages belong to the kernel's page cache: :func:`drop_file_pages` unmaps them
 from the process (``madvise(MADV_DONTNEED)``), so they stop counting in its RSS and the
 kernel may reclaim them; the next search faults the ones it reads back in from the page
 cache (a minor fault, no disk read while they are cached).
@@ -24,7 +25,9 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import sqlite3
 import sys
+from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -112,10 +115,29 @@ def drop_file_pages(root: Path, lock: Any = None) -> int:
     return done
 
 
-def release(store_root: Path | None = None, lock: Any = None) -> bool:
-    """After a sync: empty the sync's caches, collect the garbage (cycles too), ``trim``,
-    and with ``store_root`` drop the store's file pages (:func:`drop_file_pages`)."""
+def shrink_sqlite(connections: Iterable[sqlite3.Connection | None]) -> int:
+    """``PRAGMA shrink_memory`` on each open connection: SQLite frees its page cache
+    (up to ``cache_size`` pages per connection, refilled from the OS cache on the next
+    read); returns the connections shrunk. A closed connection is skipped."""
+    done = 0
+    for db in connections:
+        if db is None:
+            continue
+        try:
+            db.execute("PRAGMA shrink_memory")
+            done += 1
+        except sqlite3.ProgrammingError:  # closed meanwhile
+            continue
+    return done
+
+
+def release(store_root: Path | None = None, lock: Any = None,
+            databases: Iterable[sqlite3.Connection | None] = ()) -> bool:
+    """After a sync: empty the sync's caches and SQLite's page caches (``databases``),
+    collect the garbage (cycles too), ``trim``, and with ``store_root`` drop the store's
+    file pages (:func:`drop_file_pages`)."""
     clear_caches()
+    shrink_sqlite(databases)
     gc.collect()
     if store_root is not None:
         drop_file_pages(store_root, lock)

@@ -238,8 +238,11 @@ class RepoWorker:
                 self._ws.store.close()
             except GitragError as exc:
                 log.warning("closing the shards after a sync failed", error=str(exc))
-        store = self._ws.store if self._ws is not None else None
-        memory.release(getattr(store, "root", None), getattr(store, "_lock", None))  # the embedded store's files
+        ws = self._ws
+        store, state = (ws.store, ws.state) if ws is not None else (None, None)
+        databases = [getattr(state, "db", None), getattr(getattr(state, "cache", None), "db", None),
+                     getattr(state, "_planner", None)]
+        memory.release(getattr(store, "root", None), getattr(store, "_lock", None), databases)  # embedded store's files
 
     async def stop(self) -> list[str]:
         """Let the running sync finish, start no other; returns the work trees still dirty."""
