@@ -174,3 +174,23 @@ def test_shrinking_sqlite_frees_its_page_cache(tmp_path) -> None:  # type: ignor
     assert before - (_sqlite_memory_used() or 0) > 3_000_000
     assert db.execute("SELECT count(*) FROM t").fetchone() == (1500,)  # still usable
     db.close()
+
+
+@glibc
+def test_the_static_model_is_mapped_not_copied_and_its_pages_can_be_dropped() -> None:
+    import numpy as np
+
+    from gitrag.embedders.static import StaticEmbedder
+
+    emb = StaticEmbedder()
+    texts = [f"def handler_{i}(request, response): return parse_{i}(request.body)" for i in range(200)]
+    first = emb.embed_documents(texts)
+    vectors, _ = emb._get_vectors()
+    assert isinstance(vectors, np.memmap) and vectors.dtype == np.float16  # the file's pages, no float32 copy
+    model_file = str((emb.path / "model.safetensors").resolve())
+    assert any(p == model_file for _, _, p in memory.file_mappings(emb.path))
+    np.asarray(vectors).sum(dtype=np.float64)  # every row resident
+    assert _mapping_rss_kib(model_file) > 10_000
+    assert memory.drop_file_pages(emb.path) > 0
+    assert _mapping_rss_kib(model_file) < 1_000
+    assert np.array_equal(emb.embed_documents(texts), first)  # faulted back, same vectors

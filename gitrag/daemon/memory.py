@@ -12,7 +12,8 @@ the sparse-term caches (``functools.lru_cache`` of identifiers, stems and term i
 65,536 entries each when full: ~30 MB of small objects, dropped by :func:`clear_caches`),
 and the pages of the store's memory-mapped segment and WAL files that the sync touched
 (~100 MB of file-backed RSS after a sync of one commit: the shard replays its WAL on
-open), and SQLite's page caches of the state and the vector cache (a few MB, freed by
+open), the static model's memory-mapped vectors (15.6 MB, every row touched by a large
+sync; a question touches a few), and SQLite's page caches of the state and the vector cache (a few MB, freed by
 :func:`shrink_sqlite`). The store's pages belong to the kernel's page cache: :func:`drop_file_pages` unmaps them
 from the process (``madvise(MADV_DONTNEED)``), so they stop counting in its RSS and the
 kernel may reclaim them; the next search faults the ones it reads back in from the page
@@ -132,13 +133,18 @@ def shrink_sqlite(connections: Iterable[sqlite3.Connection | None]) -> int:
 
 
 def release(store_root: Path | None = None, lock: Any = None,
-            databases: Iterable[sqlite3.Connection | None] = ()) -> bool:
+            databases: Iterable[sqlite3.Connection | None] = (), mapped: Iterable[Path | None] = ()) -> bool:
     """After a sync: empty the sync's caches and SQLite's page caches (``databases``),
-    collect the garbage (cycles too), ``trim``, and with ``store_root`` drop the store's
-    file pages (:func:`drop_file_pages`)."""
+    collect the garbage (cycles too), ``trim``, and drop the file pages of the store
+    (below ``store_root``, under its ``lock``) and of the folders in ``mapped`` (files
+    mapped for as long as the process runs: the static model's vectors), see
+    :func:`drop_file_pages`."""
     clear_caches()
     shrink_sqlite(databases)
     gc.collect()
     if store_root is not None:
         drop_file_pages(store_root, lock)
+    for folder in mapped:
+        if folder is not None:
+            drop_file_pages(folder)
     return trim()
