@@ -2,7 +2,7 @@
 after many successive syncs of different commits (does it come back down?).
 
     python bench/bench_memory.py --corpus DIR [--embedder static] [--commits 20] [--files-per-commit 5]
-        [--branch-per-commit]
+        [--branch-per-commit] [--tree DIR ...]
 
 Copies the corpus (e.g. the standard library corpus of bench/eval/make_stdlib_corpus.sh)
 to a temporary folder, starts a real ``gitrag daemon`` with its own GITRAG_HOME and runs
@@ -12,6 +12,11 @@ Then ``--commits`` times: modify ``--files-per-commit`` .py files (a line append
 each, different files each time), commit (on a new branch each time with
 ``--branch-per-commit``), and sync through the daemon again; prints the idle RSS after
 each sync and its ratio to the idle RSS after the first index.
+
+``--tree DIR`` (repeatable) measures the gitrag of another checkout (e.g. ``git archive
+main | tar -x -C /tmp/before``), one after the other in this run, each on a fresh copy of
+the corpus with its own home; the table at the end puts them side by side (default: this
+checkout only).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "-c", "commit.gpgsign=false"]
@@ -55,23 +62,17 @@ def split(pid: int) -> str:
     return f"anon {proc_status(pid, 'RssAnon'):.0f} + file {proc_status(pid, 'RssFile'):.0f} MiB"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, required=True)
-    ap.add_argument("--embedder", default="static")
-    ap.add_argument("--commits", type=int, default=20)
-    ap.add_argument("--files-per-commit", type=int, default=5)
-    ap.add_argument("--branch-per-commit", action="store_true")
-    args = ap.parse_args()
-
+def measure(tree: Path, args: argparse.Namespace) -> dict[str, object]:
+    """One daemon of the gitrag in ``tree`` through the whole scenario; its figures (MiB, s)."""
     work = Path(tempfile.mkdtemp(prefix="gitrag-mem-"))
     repo = work / "corpus"
     shutil.copytree(args.corpus, repo, symlinks=True)
     env = {**os.environ, "GITRAG_HOME": str(work / "home"), "GITRAG_EMBEDDER": args.embedder,
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(tree)}
     log = (work / "daemon.log").open("ab")
     daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon", "--debounce", "0.2"], env=env,
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    out: dict[str, object] = {"tree": str(tree)}
     try:
         os.environ["GITRAG_HOME"] = env["GITRAG_HOME"]
         from gitrag.daemon import client
@@ -97,17 +98,20 @@ def main() -> int:
         sampler.join()
         peak = max(proc_status(daemon.pid, "VmHWM"), max(samples, default=0.0))
         first_idle = idle_rss(daemon.pid)
+        out.update(start=start_rss, first_s=first_s, peak=peak, first_idle=first_idle, first_split=split(daemon.pid))
+        print(f"== {tree}")
         print(f"embedder {args.embedder}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}")
         print(f"daemon started:          {start_rss:7.0f} MiB")
         print(f"first index:             {first_s:7.1f} s (through the daemon)")
         print(f"peak RSS while indexing: {peak:7.0f} MiB")
-        print(f"idle RSS after it:       {first_idle:7.0f} MiB  ({split(daemon.pid)})")
+        print(f"idle RSS after it:       {first_idle:7.0f} MiB  ({out['first_split']})", flush=True)
 
         tracked = sorted(subprocess.run(["git", "ls-files", "*.py"], cwd=repo, check=True, capture_output=True,
                                         text=True).stdout.split())
         step = max(1, len(tracked) // max(1, args.commits * args.files_per_commit))
         pick = iter(tracked[::step])
         rss: list[float] = []
+        seconds: list[float] = []
         for n in range(1, args.commits + 1):
             if args.branch_per_commit:
                 subprocess.run([*GIT, "checkout", "-q", "-b", f"bench-{n}"], cwd=repo, check=True)
@@ -116,18 +120,58 @@ def main() -> int:
                 with path.open("a", encoding="utf-8") as fh:
                     fh.write(f"\n\ndef _bench_change_{n}():\n    return {n}\n")
             subprocess.run([*GIT, "commit", "-q", "-am", f"bench: change {n}"], cwd=repo, check=True)
-            seconds = gitrag(env, "index", "--repo", str(repo))
+            seconds.append(gitrag(env, "index", "--repo", str(repo)))
             rss.append(idle_rss(daemon.pid))
-            print(f"sync {n:2d}: {seconds:6.2f} s  idle RSS {rss[-1]:6.0f} MiB  ({rss[-1] / first_idle:.2f}x the first; "
+            print(f"sync {n:2d}: {seconds[-1]:6.2f} s  idle RSS {rss[-1]:6.0f} MiB  ({rss[-1] / first_idle:.2f}x the first; "
                   f"{split(daemon.pid)})", flush=True)
-        print(f"idle RSS after {args.commits} syncs: {rss[-1]:.0f} MiB = {rss[-1] / first_idle:.2f}x the idle RSS "
-              f"after the first index; peak over the run {proc_status(daemon.pid, 'VmHWM'):.0f} MiB")
+        out.update(rss=rss, seconds=seconds, last_split=split(daemon.pid), run_peak=proc_status(daemon.pid, "VmHWM"))
+        if rss:
+            print(f"idle RSS after {args.commits} syncs: {rss[-1]:.0f} MiB = {rss[-1] / first_idle:.2f}x the idle RSS "
+                  f"after the first index; peak over the run {out['run_peak']:.0f} MiB", flush=True)
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def table(results: list[dict[str, object]]) -> None:
+    """The runs side by side (Markdown)."""
+    print("\n| | " + " | ".join(str(r["tree"]) for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+
+    def row(label: str, cell: Callable[[dict[str, Any]], str]) -> None:
+        print(f"| {label} | " + " | ".join(cell(r) for r in results) + " |")
+
+    row("daemon started", lambda r: f"{r['start']:.0f} MiB")
+    row("first index (through the daemon)", lambda r: f"{r['first_s']:.1f} s")
+    row("peak RSS while indexing", lambda r: f"{r['peak']:.0f} MiB")
+    row("idle RSS after the first index", lambda r: f"{r['first_idle']:.0f} MiB ({r['first_split']})")
+    n = min(len(r.get("rss", [])) for r in results)
+    for i in range(n):
+        row(f"idle RSS after sync {i + 1}", lambda r, i=i: f"{r['rss'][i]:.0f} MiB ({r['rss'][i] / r['first_idle']:.2f}x)")
+    if n:
+        row(f"sync {n}: split", lambda r: str(r["last_split"]))
+        row(f"sync {n} / first index idle", lambda r: f"{r['rss'][n - 1] / r['first_idle']:.2f}x")
+        row("median sync", lambda r: f"{sorted(r['seconds'])[len(r['seconds']) // 2]:.2f} s")
+        row("peak over the run", lambda r: f"{r['run_peak']:.0f} MiB")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--embedder", default="static")
+    ap.add_argument("--commits", type=int, default=20)
+    ap.add_argument("--files-per-commit", type=int, default=5)
+    ap.add_argument("--branch-per-commit", action="store_true")
+    ap.add_argument("--tree", type=Path, action="append", help="a gitrag checkout to measure (repeatable)")
+    args = ap.parse_args()
+    results = [measure(tree.resolve(), args) for tree in (args.tree or [ROOT])]
+    table(results)
     return 0
+
+
 
 
 if __name__ == "__main__":

@@ -45,6 +45,11 @@ log = structlog.get_logger("gitrag.indexer")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 UPSERT_BATCH = 256
+# A sync is written in batches of about this many new points (or of this many paths): what
+# it holds in memory (texts, vectors, sparse vectors, points, the plan) is bounded by the
+# batch, not by the repository (see Indexer._apply).
+BATCH_CHUNKS = 2048
+BATCH_FILES = 512
 CACHE_BATCH = 1024  # embedded vectors written to the cache per transaction (or each second)
 # Everything that shapes a point besides the commit: a change makes the next sync
 # re-chunk every path and rewrite every point (vectors come from the caches).
@@ -107,11 +112,10 @@ class Indexer:
     def __init__(self, ws: Workspace, progress: Progress | None = None) -> None:
         self.ws = ws
         self.progress = progress or (lambda stage, done, total: None)
-        self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for this sync
-        self._spans: dict[str, TokenSpan] = {}  # chunk hash -> its exact token ids, when known
+        self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for the current batch
+        self._spans: dict[str, TokenSpan] = {}  # chunk hash -> its exact token ids, when known (current batch)
         self._embedded: set[str] = set()  # hashes embedded in this sync
         self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
-        self._sparse: dict[str, Any] = {}  # chunk hash -> sparse vector, during one _apply
 
     @property
     def pipeline(self) -> str:
@@ -214,45 +218,86 @@ class Indexer:
 
     # -- apply ----------------------------------------------------------------------
     def _apply(self, branch: Branch, head: str, touched: set[str], summary: IndexSummary, repaired: set[str]) -> None:
-        """Index ``touched`` paths (every path when the pipeline changed: new point ids)."""
+        """Index ``touched`` paths (every path when the pipeline changed: new point ids), in
+        batches of about BATCH_CHUNKS new chunks (or BATCH_FILES paths), so a sync holds one
+        batch's texts, vectors and points at a time, whatever the size of the repository.
+
+        Each batch runs the same stages: chunk (``_analyze_batch``) -> vectors from the cache
+        or embedded (``_vectors_for``) -> plan, journal, store writes, flush
+        (``views.transition``) -> manifest rows of its paths (``State.commit_batch``, which
+        journals them in the same transaction). They stay journaled until the last batch's
+        ``State.commit_paths`` advances the branch to ``head``: a crash between two batches
+        leaves the branch at its old commit, the done paths journaled and the others as they
+        were, so the next sync (whatever HEAD is then) redoes the journaled ones and the diff.
+
+        A branch whose points were made by another pipeline is done in one batch: switching
+        its ``chunker`` switches all its points at once."""
         ws = self.ws
         entries = {e.path: e for e in ws.repo.files(head)}
         policy = Policy(ws.repo, head, ws.settings.max_file_bytes, list(entries.values()))
-        updates = self._analyze_paths(sorted(touched), entries, policy, summary)
-        new_rows = [r for up in updates for r in up.points or ()]
-        vectors = self._vectors_for(new_rows, branch, summary)
+        paths = sorted(touched)
+        streamed = branch.chunker in (None, self.pipeline)
         retry: set[str] = set()  # paths missing a chunk that failed to embed: journaled, redone next sync
-        if summary.chunks_failed:
+        done = 0
+        while True:
+            limit = (BATCH_CHUNKS, BATCH_FILES) if streamed else (None, None)
+            updates, done = self._analyze_batch(paths, done, entries, policy, summary, *limit)
+            self._write_batch(branch, head, updates, summary, repaired, retry, final=done >= len(paths))
+            if done >= len(paths):
+                return
+
+    def _write_batch(
+        self, branch: Branch, head: str, updates: list[FileUpdate], summary: IndexSummary, repaired: set[str],
+        retry: set[str], final: bool,
+    ) -> None:
+        """Vectors, store writes and manifest rows of one batch (see :meth:`_apply`);
+        ``final``: the sync's last batch, whose commit advances the branch to ``head``."""
+        ws = self.ws
+        new_rows = [r for up in updates for r in up.points or ()]
+        failed_before = summary.chunks_failed
+        vectors, sparse_vecs = self._vectors_for(new_rows, branch, summary)
+        self._texts = {}  # embedded or cached now: this batch's texts are not needed again
+        if summary.chunks_failed > failed_before:
             failed = {r.chunk_hash for r in new_rows} - set(vectors)
             for up in updates:
                 kept = [p for p in up.points or () if p.chunk_hash not in failed]
                 if len(kept) != len(up.points or ()):
                     retry.add(up.path)
                 up.points = kept
-        planned = state_mod.change_paths(branch.name, updates, head, self.pipeline)
+        planned = state_mod.change_paths(branch.name, updates, head, self.pipeline, final=final)
 
         def commit(writes: views.Writes) -> None:
             self._path_failed |= writes.path_failed
-            ws.state.commit_paths(branch.name, updates, head, self.pipeline,
-                                  retry=retry | self._path_failed | writes.missing)
+            retry.update(writes.missing)
+            if final:
+                ws.state.commit_paths(branch.name, updates, head, self.pipeline, retry=retry | self._path_failed)
+            else:
+                ws.state.commit_batch(branch.name, updates, self.pipeline)
 
-        writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, touched, planned,
-                                  commit=commit, force=repaired, vectors=vectors, progress=self.progress,
-                                  batch=UPSERT_BATCH, sparse_vecs=self._sparse)
-        self._sparse = {}  # handed to the store step (not read back from SQLite); free the sync's copy
+        batch_paths = [up.path for up in updates]
+        writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, batch_paths, planned,
+                                  commit=commit, force=repaired.intersection(batch_paths), vectors=vectors,
+                                  progress=self.progress, batch=UPSERT_BATCH, sparse_vectors=sparse_vecs)
         summary.points_upserted += writes.upserted
         summary.points_deleted += writes.deleted
         summary.payloads_updated += writes.payloads
-        summary.paths_embedded = writes.paths_embedded
+        summary.paths_embedded += writes.paths_embedded
         summary.chunks_reused += sum(1 for h in writes.hashes if h not in self._embedded)
 
-    def _analyze_paths(
-        self, paths: list[str], entries: dict[str, Entry], policy: Policy, summary: IndexSummary
-    ) -> list[FileUpdate]:
+    def _analyze_batch(
+        self, paths: list[str], start: int, entries: dict[str, Entry], policy: Policy, summary: IndexSummary,
+        max_chunks: int | None, max_files: int | None,
+    ) -> tuple[list[FileUpdate], int]:
+        """Chunk ``paths[start:]`` until ``max_chunks`` new points or ``max_files`` paths
+        (None: no limit); returns (the batch's updates, the index of the next path)."""
         emb = self.ws.embedder
-        updates = []
-        for i, path in enumerate(paths):
-            self.progress("chunk", i + 1, len(paths))
+        updates: list[FileUpdate] = []
+        chunks, i = 0, start
+        while i < len(paths) and (max_files is None or len(updates) < max_files) and (
+                max_chunks is None or chunks < max_chunks):
+            path = paths[i]
+            i += 1
+            self.progress("chunk", i, len(paths))
             entry = entries.get(path)
             if entry is None:
                 updates.append(FileUpdate(path, None))
@@ -273,8 +318,10 @@ class Indexer:
                     if c.span is not None:
                         self._spans[h] = c.span
             self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
-            updates.append(FileUpdate(path, entry.blob, None, _rows_for(entry, analysis, self.variant)))
-        return updates
+            rows = _rows_for(entry, analysis, self.variant)
+            chunks += len(rows)
+            updates.append(FileUpdate(path, entry.blob, None, rows))
+        return updates, i
 
     def _analyze_one(
         self, entry: Entry, policy: Policy, max_tokens: int, count_tokens: Callable[[str], int]
@@ -296,8 +343,11 @@ class Indexer:
             log.warning("chunker failed", path=entry.path, error=repr(exc))
             return f"chunker error: {type(exc).__name__}", None
 
-    def _vectors_for(self, rows: list[PointRow], branch: Branch, summary: IndexSummary) -> dict[str, np.ndarray]:
-        """Dense vectors for every row's hash: from the cache, else embedded and cached."""
+    def _vectors_for(
+        self, rows: list[PointRow], branch: Branch, summary: IndexSummary
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(dense, sparse vectors) by chunk hash for every row's hash: from the cache, else
+        embedded (computed) and cached. A chunk that failed to embed has no dense vector."""
         state, emb = self.ws.state, self.ws.embedder
         hashes = list(dict.fromkeys(r.chunk_hash for r in rows))
         vectors = state.get_vectors(hashes, branch.fingerprint)
@@ -305,7 +355,6 @@ class Indexer:
         new_sparse = {h: sparse.document_vector(self._texts[h]) for h in hashes if h not in sparse_have}
         if new_sparse:
             state.put_sparse(new_sparse, sparse.VERSION)
-        self._sparse = {**sparse_have, **new_sparse}  # for _write_store: not read back from SQLite
         todo = [(h, self._texts[h]) for h in hashes if h not in vectors]
         batch = max(1, self.ws.settings.batch_size)
         pending: dict[str, np.ndarray] = {}  # embedded, not yet cached: one transaction a second
@@ -330,7 +379,8 @@ class Indexer:
             self._spans.clear()  # they hold the files' token ids
             if pending:
                 state.put_vectors(pending, branch.fingerprint)
-        return vectors
+        sparse_have.update(new_sparse)
+        return vectors, sparse_have
 
     def _path_of(self, chunk_hash: str, rows: list[PointRow]) -> str:
         return next((r.path for r in rows if r.chunk_hash == chunk_hash), "?")

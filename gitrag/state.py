@@ -466,6 +466,15 @@ class State:
         with self.transaction() as db:
             _commit_paths(db, branch, updates, commit, chunker, retry)
 
+    def commit_batch(self, branch: str, updates: list[FileUpdate], chunker: str) -> None:
+        """Apply the manifest updates of one batch of a sync that has more batches to do, in
+        one transaction, and journal their paths: they stay journaled until
+        :meth:`commit_paths` ends the sync (a crash in between makes the next sync redo
+        them). The branch keeps its indexed commit; it takes ``chunker`` only if it had
+        none (a first index). Raises StateError on a full disk."""
+        with self.transaction() as db:
+            _commit_paths(db, branch, updates, None, chunker, (), final=False)
+
     # -- the store's view of the state ------------------------------------------------
     def members(self, fingerprint: str, paths: Iterable[str] | None = None) -> dict[str, Member]:
         """Every point the collection of embedder ``fingerprint`` must hold (of ``paths``, or
@@ -617,7 +626,8 @@ def _set_materialized(db: sqlite3.Connection, name: str, materialized: bool) -> 
 
 
 def _commit_paths(
-    db: sqlite3.Connection, branch: str, updates: list[FileUpdate], commit: str, chunker: str, retry: Iterable[str]
+    db: sqlite3.Connection, branch: str, updates: list[FileUpdate], commit: str | None, chunker: str,
+    retry: Iterable[str], final: bool = True,
 ) -> None:
     fingerprint = db.execute("SELECT fingerprint FROM branches WHERE name=?", (branch,)).fetchone()[0]
     var = variant(chunker, fingerprint)
@@ -632,6 +642,10 @@ def _commit_paths(
                 "INSERT OR REPLACE INTO points VALUES(?,?,?,?,?,?)",
                 [(p.point_id, var, p.path, up.blob, p.chunk_hash, p.payload_json) for p in up.points],
             )
+    if not final:  # a batch of a sync: its paths journaled; the commit and a set pipeline stay
+        db.executemany("INSERT OR IGNORE INTO journal VALUES(?,?)", [(branch, up.path) for up in updates])
+        db.execute("UPDATE branches SET chunker=? WHERE name=? AND chunker IS NULL", (chunker, branch))
+        return
     db.execute("DELETE FROM journal WHERE branch=?", (branch,))
     db.executemany("INSERT INTO journal VALUES(?,?)", [(branch, p) for p in sorted(set(retry))])
     db.execute(
@@ -672,7 +686,8 @@ def change_materialized(name: str, materialized: bool) -> Callable[[sqlite3.Conn
 
 
 def change_paths(
-    branch: str, updates: list[FileUpdate], commit: str, chunker: str, retry: Iterable[str] = ()
+    branch: str, updates: list[FileUpdate], commit: str, chunker: str, retry: Iterable[str] = (), final: bool = True
 ) -> Callable[[sqlite3.Connection], None]:
+    """:meth:`State.commit_paths` (``final``) or :meth:`State.commit_batch` as a change."""
     retry = list(retry)
-    return lambda db: _commit_paths(db, branch, updates, commit, chunker, retry)
+    return lambda db: _commit_paths(db, branch, updates, commit, chunker, retry, final)

@@ -102,7 +102,7 @@ def transition(
     vectors: dict[str, np.ndarray] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     batch: int = UPSERT_BATCH,
-    sparse_vecs: dict[str, Any] | None = None,
+    sparse_vectors: dict[str, Any] | None = None,
 ) -> Writes:
     """Apply ``change`` to the state and the collection together (see the module doc).
 
@@ -110,9 +110,9 @@ def transition(
     commits the change once the store is written, given what was written, and must clear
     ``journal_branch``'s journal (default: ``change`` in one transaction that clears the
     journal rows written here). ``force``: paths whose points are upserted even if the
-    state says the store has them (after a repair). ``vectors``, ``sparse_vecs``: chunk
-    vectors and sparse vectors at hand (the rest are read from the cache). ``batch``:
-    points per upsert call."""
+    state says the store has them (after a repair). ``vectors``, ``sparse_vectors``: chunk
+    vectors and sparse vectors at hand, by chunk hash (else read from the cache).
+    ``batch``: points per upsert call."""
     state = ws.state
     snap_before, snap_after = state.plan(fingerprint, paths, change)
     before, after = snap_before.members, snap_after.members
@@ -133,7 +133,7 @@ def transition(
     if deletes or upserts or moved:
         state.write_journal(journal_branch, sorted(touched))
         writes.missing, writes.paths_embedded = _upsert(ws, fingerprint, collection, upserts, vectors,
-                                                        writes.path_failed, progress, batch, sparse_vecs)
+                                                        writes.path_failed, progress, batch, sparse_vectors)
         writes.hashes = [m.row.chunk_hash for m, _ in upserts if m.row.path not in writes.missing]
         writes.upserted = len(writes.hashes)
         if deletes:
@@ -178,7 +178,7 @@ def _upsert(
     path_failed: set[str] | None,
     progress: Callable[[str, int, int], None] | None,
     batch: int,
-    sparse_at_hand: dict[str, Any] | None = None,
+    sparse_given: dict[str, Any] | None = None,
 ) -> tuple[set[str], int]:
     """(paths whose vectors are missing, path texts embedded now); see :func:`upsert_members`."""
     if not members:
@@ -188,7 +188,7 @@ def _upsert(
     need = [h for h in hashes if h not in dense]
     if need:
         dense.update(ws.state.get_vectors(need, fingerprint))
-    sparse_vecs = dict(sparse_at_hand or {})
+    sparse_vecs = dict(sparse_given or {})
     need = [h for h in hashes if h not in sparse_vecs]
     if need:
         sparse_vecs.update(ws.state.get_sparse(need, sparse.VERSION))

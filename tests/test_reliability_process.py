@@ -25,7 +25,7 @@ from gitrag.gitrepo import GitRepo
 from tests.daemonutil import stop_daemon
 from tests.gitutil import Repo
 from tests.reliability import (
-    pending_repo,
+    commit_a, pending_repo,
     indexed_commit, lost_wrong, record, run, spawn, start_daemon,
 )
 
@@ -163,3 +163,42 @@ def test_many_ask_clients_during_a_sync(pending: Repo, tmp_path: Path, monkeypat
     record("12 concurrent `ask` clients during a sync", f"{len(answers)} asks, all answered, 0 errors",
            lost, wrong, GROUP)
 
+
+
+SMALL_SYNC_BATCHES = ["gitrag.indexer", "BATCH_FILES", 2]  # a sync in batches of 2 paths: it can die between two
+
+
+@pytest.mark.parametrize("head_moves", [False, True], ids=["same-head", "head-reverts-the-done-batch"])
+def test_sigkill_between_two_batches_of_a_sync(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               head_moves: bool) -> None:
+    """The sync of commit B dies after its first batch (pkg/a.py edited, pkg/b.py deleted) is
+    in the store and the manifest, before the second; with ``head_moves`` the next commit
+    puts both paths back as they were in A, so only the journal says they were redone."""
+    prelude = {"set": [SMALL_SYNC_BATCHES], "kill": [["gitrag.state:State.commit_batch", 1, "after"]]}
+    proc = run("index", "--repo", str(pending.path), prelude=prelude)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-1500:])
+    a = pending.git("rev-parse", "HEAD~1")
+    assert indexed_commit(pending.path) == a  # the branch advances only with the last batch
+    if head_moves:
+        pending.git("checkout", "-q", a, "--", "pkg/a.py", "pkg/b.py")
+        pending.commit("C: a.py and b.py as in A")
+    assert run("index", "--repo", str(pending.path)).returncode == 0
+    assert indexed_commit(pending.path) == pending.head()
+    lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    outcome = "next `gitrag index` redoes the journaled batch" + (" at a HEAD that reverted it" if head_moves else "")
+    record("SIGKILL of `gitrag index` between two batches of a sync" + (", then a commit reverting the done batch"
+           if head_moves else ""), outcome, lost, wrong, GROUP)
+
+
+def test_sigkill_between_two_batches_of_a_first_index(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    prelude = {"set": [["gitrag.indexer", "BATCH_FILES", 1]], "kill": [["gitrag.state:State.commit_batch", 2, "after"]]}
+    proc = run("index", "--repo", str(repo.path), prelude=prelude)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-1500:])
+    assert indexed_commit(repo.path) is None
+    assert run("index", "--repo", str(repo.path)).returncode == 0
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("SIGKILL of a first `gitrag index` after its second batch", "next `gitrag index` finishes it",
+           lost, wrong, GROUP)

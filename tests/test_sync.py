@@ -277,3 +277,36 @@ def test_raising_max_file_bytes_indexes_files_skipped_before(repo: Repo, monkeyp
     monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "100000")
     second = sync(repo.path)
     assert "big.py" in {p["path"] for p in snapshot(repo.path).values()} and second.skipped == []
+
+
+def test_a_sync_in_one_point_batches_equals_one_in_a_single_batch(base: Repo, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming: batches of one new point each (edits, a deletion, a rename, new files,
+    a skipped file) write what one batch writes, and the branch ends at HEAD."""
+    from gitrag import indexer
+
+    base.write("pkg/a.py", module("alpha", "beta").replace("return x * 2", "return x * 5"))
+    base.git("rm", "-q", "README.md")
+    base.git("mv", "pkg/b.py", "pkg/b2.py")
+    for k in range(3):
+        base.write(f"pkg/new_{k}.py", module("alpha", "gamma").replace("alpha", f"alpha_{k}"))
+    base.write("pkg/blob.bin", "\0binary\0")
+    head = base.commit("many kinds of change")
+    monkeypatch.setattr(indexer, "BATCH_CHUNKS", 1)
+    calls: list[int] = []
+    real = indexer.state_mod.State.commit_batch
+
+    def counted(self: Any, branch: str, updates: Any, chunker: str) -> None:
+        calls.append(len(updates))
+        real(self, branch, updates, chunker)
+
+    monkeypatch.setattr(indexer.state_mod.State, "commit_batch", counted)
+    summary = sync(base.path)
+    assert len(calls) >= 4 and summary.commit == head  # several batches, then the final commit
+    ws = open_workspace(base.path)
+    try:
+        assert ws.state.branch("main").indexed_commit == head and not ws.state.journal_paths("main")
+    finally:
+        ws.close()
+    monkeypatch.setattr(indexer, "BATCH_CHUNKS", 2048)
+    assert_converged(base, tmp_path, monkeypatch)

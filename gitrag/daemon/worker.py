@@ -254,15 +254,23 @@ class RepoWorker:
 
     def settle(self, points_written: int) -> None:
         """After a sync (worker thread): give its memory back. The sync's texts, vectors and
-        records are garbage now (collected and trimmed, see gitrag/daemon/memory.py); after
-        a large write the store's shards are closed too, since the engine keeps freshly
-        written points on its heap, and reopen lazily from their memory-mapped files."""
+        records are garbage now (collected and trimmed, see gitrag/daemon/memory.py), its
+        sparse-term caches and SQLite's page caches are emptied, and the pages of the
+        store's and the static model's mapped files it touched are dropped from the
+        process (they stay in the page cache); after a large write the
+        store's shards are closed too, since the engine keeps freshly written points on its
+        heap, and reopen lazily from their memory-mapped files."""
         if points_written >= CLOSE_AFTER_POINTS and self._ws is not None:
             try:
                 self._ws.store.close()
             except GitragError as exc:
                 log.warning("closing the shards after a sync failed", error=str(exc))
-        memory.release()
+        ws = self._ws
+        store, state = (ws.store, ws.state) if ws is not None else (None, None)
+        databases = [getattr(state, "db", None), getattr(getattr(state, "cache", None), "db", None),
+                     getattr(state, "_planner", None)]
+        model = getattr(getattr(ws, "_embedder", None), "path", None)  # the static model's mapped vectors
+        memory.release(getattr(store, "root", None), getattr(store, "_lock", None), databases, [model])
 
     async def stop(self) -> list[str]:
         """Let the running sync finish, start no other; returns the work trees still dirty."""

@@ -15,7 +15,7 @@ for ``static`` as for ``local``. Nothing is truncated: a chunk is embedded whole
 Runtime needs numpy, ``tokenizers`` and ``safetensors`` only, never torch; nothing is
 fetched. Importing this module and reading ``dim``/``max_tokens``/``fingerprint`` reads
 only ``config.json``; the tokenizer (~30 ms) loads on the first count or embed, the
-vectors (~8 MB) on the first embed.
+vectors (15.6 MB of float16, memory-mapped from the file, not copied) on the first embed.
 """
 
 from __future__ import annotations
@@ -135,9 +135,7 @@ class StaticEmbedder:
             with self._lock:
                 if self._vectors is None:
                     try:
-                        from safetensors.numpy import load_file
-
-                        vectors = load_file(str(self.path / "model.safetensors"))["embeddings"]
+                        vectors = _map_tensor(self.path / "model.safetensors", "embeddings")
                     except Exception as exc:  # noqa: BLE001 - any failure: a broken install
                         raise EmbedderUnavailable(
                             f"cannot load the static model's vectors from {self.path}: {exc}; reinstall gitrag"
@@ -278,6 +276,32 @@ def _pieces(text: str, size: int) -> tuple[list[str], list[int]]:
     pieces.append(text[pos:])
     offsets.append(pos)
     return pieces, offsets
+
+
+_NUMPY_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+
+
+def _map_tensor(path: Path, name: str) -> np.ndarray:
+    """Tensor ``name`` of a safetensors file, memory-mapped read-only (not copied): its
+    pages are the OS's file cache, only the rows in use are resident, and the daemon can
+    drop them after a sync (gitrag/daemon/memory.py). The format: an 8-byte little-endian
+    header length, a JSON header ``{name: {dtype, shape, data_offsets: [begin, end]}}``,
+    then the data. A dtype numpy lacks (BF16) is loaded by safetensors instead (a copy).
+    Raises OSError, ValueError or KeyError for a missing or malformed file."""
+    with path.open("rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    meta = header[name]
+    dtype = _NUMPY_DTYPES.get(meta["dtype"])
+    if dtype is None:
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))[name]
+    begin, end = (int(x) for x in meta["data_offsets"])
+    shape = tuple(int(x) for x in meta["shape"])
+    if end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+        raise ValueError(f"tensor {name!r} in {path} has {end - begin} bytes for shape {shape}")
+    return np.memmap(path, dtype=dtype, mode="r", offset=8 + size + begin, shape=shape)
 
 
 @register("static")

@@ -47,6 +47,7 @@ from qdrant_edge import (
     MatchAny,
     MatchPrefix,
     MatchValue,
+    Memory,
     Modifier,
     Point,
     Prefetch,
@@ -80,7 +81,7 @@ INDEXING_THRESHOLD_KB = 100_000
 def _edge_config(dim: int) -> EdgeConfig:
     return EdgeConfig(
         vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cached)},
         optimizers=EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
     )
 
