@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gitrag.cli import cli
 from gitrag.errors import EXIT_USAGE
-from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank
+from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
 from gitrag.ranking import stages as st
 from gitrag.ranking.query import capitalised_words, is_symbol_query
 from gitrag.retrieval import search
@@ -78,7 +78,7 @@ class Lookup:
         return [c for c in self.chunks if c.path == site.path and c.start_line <= site.line <= c.end_line]
 
     def known_paths(self, written: str) -> list[str]:
-        return [c.path for c in self.chunks if written.endswith("/" + c.path)][:1]
+        return written_paths(written, frozenset(c.path for c in self.chunks))
 
     def project_names(self) -> frozenset[str]:
         return frozenset({"shop"})
@@ -146,6 +146,29 @@ def test_equal_scores_are_ordered_by_path_then_line() -> None:
     for order in (cands, cands[::-1]):
         got = rank(analyse("x y"), [Candidate(**vars(c)) for c in order], 3, Lookup(), ("saturation", "coherence"))
         assert [(c.path, c.start_line) for c in got] == [("a.py", 2), ("a.py", 9), ("b.py", 1)]
+
+
+def test_a_written_path_meets_the_indexed_file_by_its_trailing_folders() -> None:
+    paths = frozenset({"src/click/core.py", "src/click/types.py", "docs/core.py", "examples/app.py"})
+    installed = "/home/u/.venv/lib/python3.12/site-packages/click/core.py"
+    assert written_paths(installed, paths) == ["src/click/core.py"]  # installed package, src/ layout
+    assert written_paths("C:\\venv\\Lib\\site-packages\\click\\types.py", paths) == ["src/click/types.py"]
+    assert written_paths("/home/u/proj/app.py", paths) == []  # the user's own file, not examples/app.py
+    assert written_paths("core.py", paths) == ["docs/core.py", "src/click/core.py"]  # a bare name: each file so named
+    assert written_paths("./src/click/core.py", paths) == ["src/click/core.py"]
+    assert written_paths("core.py", paths, limit=1) == []  # too many files of that name say nothing
+
+
+def test_a_frame_boosts_the_piece_holding_its_line() -> None:
+    # one definition cut into two pieces; the frame's line is in the second: that piece ran
+    pieces = [cand("head", "pkg/core.py", line=10), cand("tail", "pkg/core.py", line=16),
+              cand("other", "pkg/core.py", line=40)]
+    pieces[0].end_line, pieces[1].end_line = 15, 30
+    lookup = Lookup({"parse": [DefinitionSite("parse", "pkg/core.py", 10, 30)]}, pieces)
+    trace = ('Traceback (most recent call last):\n  File "/venv/site-packages/pkg/core.py", line 25, in parse\n'
+             '    raise ValueError(x)\nValueError: bad\n')
+    cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse(trace), cands, 3, lookup)[0].key == "tail"
 
 
 def test_unknown_stage_is_refused() -> None:
@@ -242,3 +265,24 @@ def test_eval_ablate_runs_each_stage_beside_hybrid(shop: Repo, tmp_path: Path) -
     bad = runner.invoke(cli, ["eval", str(qfile), "--repo", str(shop.path), "--ablate", "nope"])
     assert bad.exit_code == EXIT_USAGE and "'nope' is not one of" in bad.output
     assert set(STAGES) >= {"definitions", "saturation", "long-query"}
+
+
+def test_a_traceback_from_an_installed_package_meets_its_src_layout(repo: Repo) -> None:
+    # the trace prints site-packages/shop/..., the repository keeps the package in src/shop/
+    repo.write("src/shop/cart.py", "from shop.rules import validate\n\n\ndef add(cart, item, qty):\n"
+               "    validate(qty)\n    cart.append((item, qty))\n")
+    repo.write("src/shop/rules.py", "class Invalid(ValueError):\n    pass\n\n\ndef validate(qty):\n"
+               "    if qty <= 0:\n        raise Invalid(qty)\n")
+    repo.write("src/shop/deploy.py", "def restart_workers(staging):\n    \"\"\"Deploy with docker compose: the deploy "
+               "script restarts the workers and the queue on staging after upgrading the base image.\"\"\"\n"
+               "    return staging.compose('restart', 'workers', 'queue')\n")
+    repo.write("docs/errors.md", "# Errors\n\nAn `Invalid` error is raised when a cart is upgraded with a bad "
+               "quantity; the CLI prints it at import.\n")
+    repo.commit("src layout")
+    index(repo.path)
+    ws = open_workspace(repo.path)
+    try:
+        top = search(ws, TRACEBACK, k=5)
+    finally:
+        ws.close()
+    assert [(r.path, r.symbol) for r in top[:2]] == [("src/shop/rules.py", "validate"), ("src/shop/cart.py", "add")]
