@@ -134,6 +134,41 @@ def test_path_priors_demote_tests_and_docs_unless_asked() -> None:
     assert st.path_prior("src/pkg/__init__.py", frozenset()) == st.INIT_PRIOR
 
 
+TEST_TRACE = '''test output:
+
+Traceback (most recent call last):
+  File "/home/dev/proj/tests/test_cart.py", line 5, in test_add_item_rejects_zero_quantity
+    add([], "x", 0)
+  File "/home/dev/.venv/lib/python3.12/site-packages/shop/cart.py", line 12, in add
+    validate(qty)
+ValueError: quantity must be positive; see the tests
+
+FAILED tests/test_cart.py::test_add_item_rejects_zero_quantity - ValueError
+'''
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    ("which tests cover the cart total", {"tests"}),
+    ("Why won't the cart accept a zero quantity?", {"docs"}),
+    ("In tests, `runner.invoke(cli)` returns exit code 1 but I cannot see why: the error is swallowed.", set()),
+    ("During testing, the cart total is off by one.", set()),
+    (TEST_TRACE, set()),  # a frame, a result line and the exception's message in a test: evidence, not the ask
+    ("The cart total is wrong. Where is it tested?", {"tests"}),
+    ("Adding a zero quantity passes. `pytest tests/test_cart.py` shows it. Please add a test for it.", {"tests"}),
+])
+def test_what_a_question_asks_for_is_read_from_its_own_words(question: str, asks: set[str]) -> None:
+    assert st.asked_for(analyse(question).intent) == asks
+
+
+def test_a_pasted_test_failure_still_demotes_tests() -> None:
+    cands = [cand("t", "tests/test_cart.py", dense=1.0, sparse=1.0), cand("i", "shop/cart.py", dense=0.7, sparse=0.7),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match", "definitions")
+    for question in (TEST_TRACE, "In tests, adding an item with quantity 0 gives a confusing error about the cart."):
+        assert [c.key for c in rank(analyse(question), cands, 3, Lookup(), off)][0] == "i"
+    assert [c.key for c in rank(analyse("which tests add an item"), cands, 3, Lookup(), off)][0] == "t"
+
+
 def test_path_match_raises_a_file_named_by_the_question() -> None:
     cands = [cand("r", "shop/routing.py", dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
              cand("z", "z.py", dense=0.0, sparse=0.0)]

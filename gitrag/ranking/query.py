@@ -113,6 +113,7 @@ class Query:
     exceptions: list[str] = field(default_factory=list)
     dense_text: str = ""
     term_weights: dict[str, float] | None = None  # None: weight 1 per distinct term
+    intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
 
     @property
     def symbol_name(self) -> str:
@@ -135,6 +136,7 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     as short (the ``long-query`` stage switched off)."""
     q = Query(question, is_symbol_query(question), query_identifiers(question), capitalised_words(question))
     q.dense_text = question
+    q.intent = intent_text(question)
     if not (long_questions and is_long(question)):
         return q
     q.long = True
@@ -152,8 +154,9 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     return q
 
 
-def _without_frames(question: str) -> str:
-    """``question`` minus traceback frame lines and the code line printed under each."""
+def _without_frames(question: str, keep_trace_start: bool = False) -> str:
+    """``question`` minus traceback frame lines and the code line printed under each (and
+    the ``Traceback (most recent call last):`` lines unless ``keep_trace_start``)."""
     out: list[str] = []
     skip_code = False
     for line in question.splitlines():
@@ -163,9 +166,50 @@ def _without_frames(question: str) -> str:
         if skip_code and (line.startswith("    ") or not line.strip() or set(line.strip()) <= set("^~ ")):
             continue
         skip_code = False
-        if not line.startswith("Traceback (most recent call last)"):
+        if keep_trace_start or not line.startswith("Traceback (most recent call last)"):
             out.append(line)
     return "\n".join(out)
+
+
+_TEST_OUTPUT = re.compile(
+    r"^\s*(?:(?:FAILED|ERROR|PASSED|XFAIL|XPASS|SKIPPED)\s+\S+::\S*.*"  # pytest's summary lines
+    r"|=+ .* =+|_+ .* _+"  # its section rules
+    r"|E\s{2,}.*"  # its assertion detail lines
+    r"|\S+\.\w+:\d+:.*)$"  # path:line: locations (pytest, compilers, linters)
+)
+_LABEL = re.compile(r"^\s*(?:\S+\s+){0,3}\S+:\s*$")  # "test output:", "Log:": a label over pasted text
+#: A test word in a fronted setting phrase ("In tests, ...", "During testing, ...") says where
+#: something happens, not that tests are wanted.
+_SETTING = re.compile(r"(?:^|(?<=[.!?;]\s)|(?<=\n))\s*(?:in|during|under|when|while|from)\s+"
+                      r"(?:(?:the|my|our|a|some|unit|integration)\s+)*(?:tests?|testing|pytest|ci)\s*,", re.I)
+
+
+def intent_text(question: str) -> str:
+    """The asker's own words in ``question``: without fenced and back-quoted code, traceback
+    frames with their code lines and the exception line that closes a trace, test-runner
+    output (``FAILED tests/test_x.py::test_y``, ``path:line:`` locations), short labels over
+    pasted text (``test output:``) and fronted setting phrases (``In tests, ...``).
+
+    What a question asks for is in these words; pasted material is evidence. A traceback
+    frame in ``tests/test_cli.py`` says the failing code was called from a test, not that the
+    asker wants tests, and "In tests, X returns 1" places the problem; it does not ask for
+    tests (the path-priors stage reads this)."""
+    text = _FENCE.sub("\n", question)
+    text = re.sub(r"`[^`\n]*`", " ", text)
+    out: list[str] = []
+    after_trace = False
+    for line in _without_frames(text, keep_trace_start=True).splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            after_trace = True
+            continue
+        if after_trace and line.strip():
+            after_trace = False
+            if not line[0].isspace():
+                continue  # ``ValueError: ...`` closing the trace: the program's words
+        if _TEST_OUTPUT.match(line) or _LABEL.match(line):
+            continue
+        out.append(line)
+    return _SETTING.sub(" ", "\n".join(out)).strip()
 
 
 def _raised(question: str) -> list[str]:

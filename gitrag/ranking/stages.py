@@ -322,9 +322,12 @@ _META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEW
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|rst|txt|adoc)$", re.I)
 
 _ASKS = {
-    "tests": re.compile(r"\b(?:tests?|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
+    "tests": re.compile(r"\b(?:tests?|tested|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
     "examples": re.compile(r"\b(?:examples?|samples?|tutorials?)\b", re.I),
-    "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?|why)\b", re.I),
+    # "why" asks for a rationale, which documentation gives, when it opens a sentence
+    # ("Why won't ..."); inside one ("I cannot see why") it asks for nothing
+    "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b"
+                       r"|(?:^|(?<=[.!?]\s)|(?<=\n))\s*why\b", re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
 }
 
@@ -348,13 +351,16 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
     return factor
 
 
-def asked_for(question: str) -> frozenset[str]:
-    """Which kinds of non-implementation files the question asks for."""
-    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))
+def asked_for(intent: str) -> frozenset[str]:
+    """Which kinds of non-implementation files the words ``intent`` ask for: give it the
+    question's own words (:attr:`Query.intent`), not the code or logs pasted into it."""
+    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(intent))
 
 
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
-    asks = asked_for(query.text)
+    """Scale each candidate by :func:`path_prior` of its path for what the question's own
+    words ask for (in place)."""
+    asks = asked_for(query.intent)
     cache: dict[str, float] = {}
     for c in cands.values():
         if c.path not in cache:
