@@ -107,6 +107,20 @@ def test_a_definition_always_wins_and_more_in_a_file_named_after_it() -> None:
     assert [c.key for c in rank(analyse("QuantityError"), cands, 4, lookup, ("definitions",))][0] == "use"
 
 
+def test_the_project_named_in_a_sentence_is_not_its_class() -> None:
+    class Project(Lookup):
+        def project_names(self) -> frozenset[str]:
+            return frozenset({"fastapi"})
+
+    lookup = Project({"FastAPI": [DefinitionSite("FastAPI", "fastapi/applications.py", 40)]},
+                     [cand("app", "fastapi/applications.py", line=38)])
+    cands = [cand("run", "fastapi/concurrency.py", dense=0.9, sparse=0.9), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert rank(analyse("how does FastAPI run sync functions"), cands, 3, lookup, off)[0].key == "run"
+    assert rank(analyse("how does `FastAPI` run sync functions"), cands, 3, lookup, off)[0].key == "app"
+    assert rank(analyse("FastAPI"), cands, 3, lookup, off)[0].key == "app"
+
+
 def test_the_last_definition_of_a_name_in_a_file_wins_over_overload_stubs() -> None:
     chunks = [cand("stub", "shop/ctx.py", line=1), cand("impl", "shop/ctx.py", line=10)]
     lookup = Lookup({"current": [DefinitionSite("current", "shop/ctx.py", 2), DefinitionSite("current", "shop/ctx.py", 11)]},

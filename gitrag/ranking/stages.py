@@ -171,8 +171,9 @@ def boost_definitions(
     (``exact_case``: only definitions spelled exactly so, for capitalised English words);
     ``chunks_at(site)`` the chunks holding a site's first line; ``project_names()`` the
     lower-cased top folder names (``fastapi``, ``flask``): "how does Flask pick a handler"
-    names the project, not its ``Flask`` class, so a capitalised word inside a sentence
-    that is a project name is not looked up (a one-word question still is). For a long
+    names the project, not its ``Flask`` class, so a capitalised word or an identifier
+    (``FastAPI``) inside a sentence that is a project name is not looked up (a one-word
+    question or a back-quoted name still is). For a long
     question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
     frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
     the failure happened there, and the fix is usually in the innermost frames."""
@@ -182,8 +183,11 @@ def boost_definitions(
     wanted: list[tuple[str, bool, float]] = []  # (name, exact case, weight)
     if query.symbol_like:
         wanted.append((query.text.strip().rstrip("()"), False, 1.0))
-    wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers]
     project = project_names() if project_names else frozenset()
+    # "how does FastAPI run ..." names the project even though its spelling looks like code;
+    # back-quoted (`FastAPI`) it is marked as the class
+    wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers
+               if query.symbol_like or n.lower() not in project or f"`{n}" in query.text]
     wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
                if query.symbol_like or n.lower() not in project]
     gains: dict[str, float] = {}
