@@ -190,6 +190,16 @@ def test_path_match_raises_a_file_named_by_the_question() -> None:
     assert rank(analyse("how is routing done"), cands, 2, Lookup(), ("coherence", "path-match"))[0].key == "o"
 
 
+@pytest.mark.parametrize(("question", "path"), [
+    ("how is a dependency resolved", "shop/dependencies/utils.py"),  # dependency / dependencies: one stem
+    ("how are routes registered", "shop/routing.py"),  # routes / routing
+])
+def test_path_match_meets_a_file_by_the_words_stem(question: str, path: str) -> None:
+    cands = [cand("r", path, dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse(question), cands, 2, Lookup(), ("coherence",))[0].key == "r"
+
+
 def test_equal_scores_are_ordered_by_path_then_line() -> None:
     cands = [cand(k, p, dense=0.5, sparse=0.5, line=n) for k, p, n in (("z", "b.py", 1), ("y", "a.py", 9), ("x", "a.py", 2))]
     for order in (cands, cands[::-1]):
@@ -218,6 +228,19 @@ def test_a_frame_boosts_the_piece_holding_its_line() -> None:
              '    raise ValueError(x)\nValueError: bad\n')
     cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
     assert rank(analyse(trace), cands, 3, lookup)[0].key == "tail"
+
+
+def test_saturation_spares_the_chunks_the_question_names() -> None:
+    # two frames ran in one file: the second is named by the trace as much as the first
+    chunks = [cand("fail", "pkg/types.py", line=10), cand("convert", "pkg/types.py", line=40)]
+    lookup = Lookup({"fail": [DefinitionSite("fail", "pkg/types.py", 10, 15)],
+                     "convert": [DefinitionSite("convert", "pkg/types.py", 40, 45)]}, chunks)
+    trace = ('Traceback (most recent call last):\n  File "/venv/site-packages/pkg/types.py", line 42, in convert\n'
+             '    self.fail(x)\n  File "/venv/site-packages/pkg/types.py", line 12, in fail\n'
+             '    raise BadValue(x)\npkg.types.BadValue: 3\n')
+    cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("path-match", "coherence")
+    assert [c.key for c in rank(analyse(trace), cands, 3, lookup, off)] == ["fail", "convert", "noise"]
 
 
 def test_unknown_stage_is_refused() -> None:

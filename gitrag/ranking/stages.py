@@ -13,11 +13,16 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 __all__ = ["Candidate", "DefinitionSite", "ordered", "replace", "select"]
 from pathlib import PurePosixPath
 
+import snowballstemmer
+
 from gitrag.ranking.query import Query
+
+_STEMMER = snowballstemmer.stemmer("english")
 
 # -- fusion -----------------------------------------------------------------------------------
 
@@ -80,6 +85,8 @@ INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
 
 #: In the greedy top-k, the n-th further chunk of a file already chosen is scaled by
 #: 0.5 ** n: ten chunks of one file answer one question; other files may answer it better.
+#: Chunks the question itself names (a definition of a name in it, a traceback frame's) are
+#: not scaled: they are not more of the same file, they are what was asked about.
 SATURATION_DECAY = 0.5
 SATURATION_FREE = 1  # chunks of a file taken before the decay starts
 
@@ -99,6 +106,7 @@ class Candidate:
     dense: float | None = None
     sparse: float | None = None
     payload: dict = field(default_factory=dict)
+    named: bool = False  # the question names it: a definition it names, a traceback frame's
 
     def sort_key(self) -> tuple[float, str, int, str]:
         """Best first; equal scores by path, line and point id, so the order is stable."""
@@ -230,6 +238,7 @@ def boost_definitions(
             cands[key].score += gain
         else:
             cands[key] = replace(chunks[key], score=gain)
+        cands[key].named = True
 
 
 # -- path match -------------------------------------------------------------------------------
@@ -259,9 +268,18 @@ def _prefix_match(a: str, b: str) -> bool:
     return len(short) >= PATH_MATCH_MIN_PREFIX and long.startswith(short)
 
 
+@lru_cache(maxsize=16384)
+def _stem(word: str) -> str:
+    """Porter2 stem (the sparse terms' stemmer): ``dependency``/``dependencies`` -> ``depend``."""
+    return _STEMMER.stemWord(word) if len(word) >= 4 and word.isalpha() else word
+
+
 def _overlap(words: set[str], parts: set[str]) -> int:
-    """How many query words equal a path part or are a 3+ letter prefix of one (or it of them)."""
-    return sum(1 for w in words if w in parts or any(_prefix_match(w, p) for p in parts))
+    """How many query words equal a path part, share its English stem (``dependency`` and
+    ``dependencies/``, ``routes`` and ``routing.py``) or are a 3+ letter prefix of one (or it
+    of them)."""
+    stems = {_stem(p) for p in parts}
+    return sum(1 for w in words if w in parts or _stem(w) in stems or any(_prefix_match(w, p) for p in parts))
 
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
@@ -377,7 +395,8 @@ def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
 
 def select(cands: dict[str, Candidate], k: int, saturation: bool = True) -> list[Candidate]:
     """The best ``k``, greedily: with ``saturation`` a file's n-th further chunk after
-    ``SATURATION_FREE`` is scaled by ``SATURATION_DECAY ** n`` as it is taken. Ties by
+    ``SATURATION_FREE`` is scaled by ``SATURATION_DECAY ** n`` as it is taken, unless it is
+    ``named`` (it still counts for the chunks after it). Ties by
     (path, start line, point id). Returns new candidates holding the effective score."""
     ranked = ordered(cands.values())
     if not saturation:
@@ -389,7 +408,7 @@ def select(cands: dict[str, Candidate], k: int, saturation: bool = True) -> list
         if len(chosen) >= k and c.score <= floor:
             break  # decay only lowers scores: nothing later can enter
         n = taken.get(c.path, 0)
-        excess = n - SATURATION_FREE + 1
+        excess = 0 if c.named else n - SATURATION_FREE + 1
         chosen.append(replace(c, score=c.score * SATURATION_DECAY**excess if excess > 0 else c.score))
         taken[c.path] = n + 1
         if len(chosen) >= k:
