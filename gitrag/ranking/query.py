@@ -36,7 +36,7 @@ _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*(?:\(\))?")
 _CAMEL_INNER = re.compile(r"[a-z0-9][A-Z]")
 _CAPITALISED = re.compile(r"(?<![\w.`])([A-Z][A-Za-z0-9]*[a-z0-9][A-Za-z0-9]*|[A-Z]{2,}[a-z]*)(?![\w`])")
-_SENTENCE_END = re.compile(r"[.!?:]\s*$|^\s*$")
+_SENTENCE_MARKS = ".!?:"  # the last non-space character before a sentence's first word
 _SYMBOL_QUERY = re.compile(
     r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\\|->|\.|#)[A-Za-z_$][\w$]*)+"  # qualified: a.b, A::B
     r"|_[\w$]*"  # leading underscore
@@ -83,8 +83,10 @@ def capitalised_words(question: str) -> list[str]:
         return [bare] if bare.replace("_", "").isalnum() else []
     out: list[str] = []
     for m in _CAPITALISED.finditer(text):
-        before = text[: m.start()]
-        if _SENTENCE_END.search(before):
+        i = m.start() - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        if i < 0 or text[i] in _SENTENCE_MARKS:
             continue  # "How ...", "Where ...": a capital because a sentence starts there
         out.append(m.group(1))
     return list(dict.fromkeys(w for w in out if len(w) >= 2))
