@@ -168,6 +168,7 @@ FAILED tests/test_cart.py::test_add_item_rejects_zero_quantity - ValueError
     ("During testing, the cart total is off by one.", set()),
     (TEST_TRACE, set()),  # a frame, a result line and the exception's message in a test: evidence, not the ask
     ("The cart total is wrong. Where is it tested?", {"tests"}),
+    ("Which tests cover the cart total:", {"tests"}),  # one line: a question, not a label over a paste
     ("Adding a zero quantity passes. `pytest tests/test_cart.py` shows it. Please add a test for it.", {"tests"}),
 ])
 def test_what_a_question_asks_for_is_read_from_its_own_words(question: str, asks: set[str]) -> None:

@@ -200,7 +200,9 @@ def intent_text(question: str) -> str:
     text = re.sub(r"`[^`\n]*`", " ", text)
     out: list[str] = []
     after_trace = False
-    for line in _without_frames(text, keep_trace_start=True).splitlines():
+    lines = _without_frames(text, keep_trace_start=True).splitlines()
+    pasted = sum(1 for line in lines if line.strip()) > 1  # a one-line question is no label over a paste
+    for line in lines:
         if line.startswith("Traceback (most recent call last)"):
             after_trace = True
             continue
@@ -208,7 +210,7 @@ def intent_text(question: str) -> str:
             after_trace = False
             if not line[0].isspace():
                 continue  # ``ValueError: ...`` closing the trace: the program's words
-        if _TEST_OUTPUT.match(line) or _LABEL.match(line):
+        if _TEST_OUTPUT.match(line) or (pasted and _LABEL.match(line)):
             continue
         out.append(line)
     return _SETTING.sub(" ", "\n".join(out)).strip()
