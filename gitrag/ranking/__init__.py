@@ -19,5 +19,5 @@ from gitrag.ranking.pipeline import STAGES, Lookup, check, rank, written_paths
 from gitrag.ranking.query import Query, analyse, query_identifiers
 from gitrag.ranking.stages import Candidate, DefinitionSite
 
-__all__ = ["STAGES", "Candidate", "DefinitionSite", "Lookup", "Query", "analyse", "check", "expand", "query_identifiers", "rank",
-           "written_paths"]
+__all__ = ["STAGES", "Candidate", "DefinitionSite", "Lookup", "Query", "analyse", "check", "expand", "query_identifiers",
+           "rank", "written_paths"]

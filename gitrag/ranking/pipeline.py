@@ -20,10 +20,12 @@ from gitrag.ranking.stages import Candidate, DefinitionSite
 STAGES: dict[str, str] = {
     "query-weights": "dense weight 0.3 instead of 0.5 when the question is one code token",
     "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
-    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, raise that file",
+    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
+                  "raise that file",
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
-    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, unless the question names it",
+    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
+                  "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
 }
 
