@@ -206,12 +206,7 @@ class _Lookup:
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
 
     def known_paths(self, written: str) -> list[str]:
-        w = written.replace("\\", "/").lstrip("./")
-        paths = symbols.symbol_index(self.ws).paths
-        if w in paths:
-            return [w]
-        found = sorted(p for p in paths if w.endswith("/" + p) or p.endswith("/" + w))
-        return found if len(found) <= KNOWN_PATH_MATCHES else []
+        return ranking.written_paths(written, symbols.symbol_index(self.ws).paths, KNOWN_PATH_MATCHES)
 
     def project_names(self) -> frozenset[str]:
         return _top_folders(symbols.symbol_index(self.ws).paths)

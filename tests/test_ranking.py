@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gitrag.cli import cli
 from gitrag.errors import EXIT_USAGE
-from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank
+from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
 from gitrag.ranking import stages as st
 from gitrag.ranking.query import capitalised_words, is_symbol_query
 from gitrag.retrieval import search
@@ -78,7 +78,7 @@ class Lookup:
         return [c for c in self.chunks if c.path == site.path and c.start_line <= site.line <= c.end_line]
 
     def known_paths(self, written: str) -> list[str]:
-        return [c.path for c in self.chunks if written.endswith("/" + c.path)][:1]
+        return written_paths(written, frozenset(c.path for c in self.chunks))
 
     def project_names(self) -> frozenset[str]:
         return frozenset({"shop"})
@@ -105,6 +105,20 @@ def test_a_definition_always_wins_and_more_in_a_file_named_after_it() -> None:
     assert [c.key for c in out][:3] == ["def2", "def", "use"]
     assert out[0].score == pytest.approx(1.5 * out[1].score)
     assert [c.key for c in rank(analyse("QuantityError"), cands, 4, lookup, ("definitions",))][0] == "use"
+
+
+def test_the_project_named_in_a_sentence_is_not_its_class() -> None:
+    class Project(Lookup):
+        def project_names(self) -> frozenset[str]:
+            return frozenset({"fastapi"})
+
+    lookup = Project({"FastAPI": [DefinitionSite("FastAPI", "fastapi/applications.py", 40)]},
+                     [cand("app", "fastapi/applications.py", line=38)])
+    cands = [cand("run", "fastapi/concurrency.py", dense=0.9, sparse=0.9), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert rank(analyse("how does FastAPI run sync functions"), cands, 3, lookup, off)[0].key == "run"
+    assert rank(analyse("how does `FastAPI` run sync functions"), cands, 3, lookup, off)[0].key == "app"
+    assert rank(analyse("FastAPI"), cands, 3, lookup, off)[0].key == "app"
 
 
 def test_the_last_definition_of_a_name_in_a_file_wins_over_overload_stubs() -> None:
@@ -134,6 +148,42 @@ def test_path_priors_demote_tests_and_docs_unless_asked() -> None:
     assert st.path_prior("src/pkg/__init__.py", frozenset()) == st.INIT_PRIOR
 
 
+TEST_TRACE = '''test output:
+
+Traceback (most recent call last):
+  File "/home/dev/proj/tests/test_cart.py", line 5, in test_add_item_rejects_zero_quantity
+    add([], "x", 0)
+  File "/home/dev/.venv/lib/python3.12/site-packages/shop/cart.py", line 12, in add
+    validate(qty)
+ValueError: quantity must be positive; see the tests
+
+FAILED tests/test_cart.py::test_add_item_rejects_zero_quantity - ValueError
+'''
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    ("which tests cover the cart total", {"tests"}),
+    ("Why won't the cart accept a zero quantity?", {"docs"}),
+    ("In tests, `runner.invoke(cli)` returns exit code 1 but I cannot see why: the error is swallowed.", set()),
+    ("During testing, the cart total is off by one.", set()),
+    (TEST_TRACE, set()),  # a frame, a result line and the exception's message in a test: evidence, not the ask
+    ("The cart total is wrong. Where is it tested?", {"tests"}),
+    ("Which tests cover the cart total:", {"tests"}),  # one line: a question, not a label over a paste
+    ("Adding a zero quantity passes. `pytest tests/test_cart.py` shows it. Please add a test for it.", {"tests"}),
+])
+def test_what_a_question_asks_for_is_read_from_its_own_words(question: str, asks: set[str]) -> None:
+    assert st.asked_for(analyse(question).intent) == asks
+
+
+def test_a_pasted_test_failure_still_demotes_tests() -> None:
+    cands = [cand("t", "tests/test_cart.py", dense=1.0, sparse=1.0), cand("i", "shop/cart.py", dense=0.7, sparse=0.7),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match", "definitions")
+    for question in (TEST_TRACE, "In tests, adding an item with quantity 0 gives a confusing error about the cart."):
+        assert [c.key for c in rank(analyse(question), cands, 3, Lookup(), off)][0] == "i"
+    assert [c.key for c in rank(analyse("which tests add an item"), cands, 3, Lookup(), off)][0] == "t"
+
+
 def test_path_match_raises_a_file_named_by_the_question() -> None:
     cands = [cand("r", "shop/routing.py", dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
              cand("z", "z.py", dense=0.0, sparse=0.0)]
@@ -141,11 +191,57 @@ def test_path_match_raises_a_file_named_by_the_question() -> None:
     assert rank(analyse("how is routing done"), cands, 2, Lookup(), ("coherence", "path-match"))[0].key == "o"
 
 
+@pytest.mark.parametrize(("question", "path"), [
+    ("how is a dependency resolved", "shop/dependencies/utils.py"),  # dependency / dependencies: one stem
+    ("how are routes registered", "shop/routing.py"),  # routes / routing
+])
+def test_path_match_meets_a_file_by_the_words_stem(question: str, path: str) -> None:
+    cands = [cand("r", path, dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse(question), cands, 2, Lookup(), ("coherence",))[0].key == "r"
+
+
 def test_equal_scores_are_ordered_by_path_then_line() -> None:
     cands = [cand(k, p, dense=0.5, sparse=0.5, line=n) for k, p, n in (("z", "b.py", 1), ("y", "a.py", 9), ("x", "a.py", 2))]
     for order in (cands, cands[::-1]):
         got = rank(analyse("x y"), [Candidate(**vars(c)) for c in order], 3, Lookup(), ("saturation", "coherence"))
         assert [(c.path, c.start_line) for c in got] == [("a.py", 2), ("a.py", 9), ("b.py", 1)]
+
+
+def test_a_written_path_meets_the_indexed_file_by_its_trailing_folders() -> None:
+    paths = frozenset({"src/click/core.py", "src/click/types.py", "docs/core.py", "examples/app.py"})
+    installed = "/home/u/.venv/lib/python3.12/site-packages/click/core.py"
+    assert written_paths(installed, paths) == ["src/click/core.py"]  # installed package, src/ layout
+    assert written_paths("C:\\venv\\Lib\\site-packages\\click\\types.py", paths) == ["src/click/types.py"]
+    assert written_paths("/home/u/proj/app.py", paths) == []  # the user's own file, not examples/app.py
+    assert written_paths("core.py", paths) == ["docs/core.py", "src/click/core.py"]  # a bare name: each file so named
+    assert written_paths("./src/click/core.py", paths) == ["src/click/core.py"]
+    assert written_paths("core.py", paths, limit=1) == []  # too many files of that name say nothing
+
+
+def test_a_frame_boosts_the_piece_holding_its_line() -> None:
+    # one definition cut into two pieces; the frame's line is in the second: that piece ran
+    pieces = [cand("head", "pkg/core.py", line=10), cand("tail", "pkg/core.py", line=16),
+              cand("other", "pkg/core.py", line=40)]
+    pieces[0].end_line, pieces[1].end_line = 15, 30
+    lookup = Lookup({"parse": [DefinitionSite("parse", "pkg/core.py", 10, 30)]}, pieces)
+    trace = ('Traceback (most recent call last):\n  File "/venv/site-packages/pkg/core.py", line 25, in parse\n'
+             '    raise ValueError(x)\nValueError: bad\n')
+    cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse(trace), cands, 3, lookup)[0].key == "tail"
+
+
+def test_saturation_spares_the_chunks_the_question_names() -> None:
+    # two frames ran in one file: the second is named by the trace as much as the first
+    chunks = [cand("fail", "pkg/types.py", line=10), cand("convert", "pkg/types.py", line=40)]
+    lookup = Lookup({"fail": [DefinitionSite("fail", "pkg/types.py", 10, 15)],
+                     "convert": [DefinitionSite("convert", "pkg/types.py", 40, 45)]}, chunks)
+    trace = ('Traceback (most recent call last):\n  File "/venv/site-packages/pkg/types.py", line 42, in convert\n'
+             '    self.fail(x)\n  File "/venv/site-packages/pkg/types.py", line 12, in fail\n'
+             '    raise BadValue(x)\npkg.types.BadValue: 3\n')
+    cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("path-match", "coherence")
+    assert [c.key for c in rank(analyse(trace), cands, 3, lookup, off)] == ["fail", "convert", "noise"]
 
 
 def test_unknown_stage_is_refused() -> None:
@@ -242,3 +338,24 @@ def test_eval_ablate_runs_each_stage_beside_hybrid(shop: Repo, tmp_path: Path) -
     bad = runner.invoke(cli, ["eval", str(qfile), "--repo", str(shop.path), "--ablate", "nope"])
     assert bad.exit_code == EXIT_USAGE and "'nope' is not one of" in bad.output
     assert set(STAGES) >= {"definitions", "saturation", "long-query"}
+
+
+def test_a_traceback_from_an_installed_package_meets_its_src_layout(repo: Repo) -> None:
+    # the trace prints site-packages/shop/..., the repository keeps the package in src/shop/
+    repo.write("src/shop/cart.py", "from shop.rules import validate\n\n\ndef add(cart, item, qty):\n"
+               "    validate(qty)\n    cart.append((item, qty))\n")
+    repo.write("src/shop/rules.py", "class Invalid(ValueError):\n    pass\n\n\ndef validate(qty):\n"
+               "    if qty <= 0:\n        raise Invalid(qty)\n")
+    repo.write("src/shop/deploy.py", "def restart_workers(staging):\n    \"\"\"Deploy with docker compose: the deploy "
+               "script restarts the workers and the queue on staging after upgrading the base image.\"\"\"\n"
+               "    return staging.compose('restart', 'workers', 'queue')\n")
+    repo.write("docs/errors.md", "# Errors\n\nAn `Invalid` error is raised when a cart is upgraded with a bad "
+               "quantity; the CLI prints it at import.\n")
+    repo.commit("src layout")
+    index(repo.path)
+    ws = open_workspace(repo.path)
+    try:
+        top = search(ws, TRACEBACK, k=5)
+    finally:
+        ws.close()
+    assert [(r.path, r.symbol) for r in top[:2]] == [("src/shop/rules.py", "validate"), ("src/shop/cart.py", "add")]

@@ -15,8 +15,9 @@ effect of each stage in BENCHMARKS.md. Pure code: the index is reached only thro
 """
 
 from gitrag.ranking.expand import expand
-from gitrag.ranking.pipeline import STAGES, Lookup, check, rank
+from gitrag.ranking.pipeline import STAGES, Lookup, check, rank, written_paths
 from gitrag.ranking.query import Query, analyse, query_identifiers
 from gitrag.ranking.stages import Candidate, DefinitionSite
 
-__all__ = ["STAGES", "Candidate", "DefinitionSite", "Lookup", "Query", "analyse", "check", "expand", "query_identifiers", "rank"]
+__all__ = ["STAGES", "Candidate", "DefinitionSite", "Lookup", "Query", "analyse", "check", "expand", "query_identifiers",
+           "rank", "written_paths"]

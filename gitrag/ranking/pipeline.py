@@ -8,7 +8,8 @@ path priors -> greedy top-k with file saturation. Each stage can be switched off
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Protocol
 
 from gitrag.ranking import stages
@@ -19,10 +20,12 @@ from gitrag.ranking.stages import Candidate, DefinitionSite
 STAGES: dict[str, str] = {
     "query-weights": "dense weight 0.3 instead of 0.5 when the question is one code token",
     "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
-    "path-match": "query words naming a file stem or folder, and files a long question names, raise that file",
+    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
+                  "raise that file",
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
-    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k",
+    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
+                  "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
 }
 
@@ -51,10 +54,59 @@ class Ranked:
     score: float
 
 
+#: A bare file name in a question ("core.py") may name at most this many indexed files.
+WRITTEN_PATH_MATCHES = 3
+
+
+def written_paths(written: str, paths: frozenset[str], limit: int = WRITTEN_PATH_MATCHES) -> list[str]:
+    """The indexed ``paths`` (repository-relative, ``/``-separated) that a path as written in
+    a question refers to, sorted; [] when none does or more than ``limit`` tie.
+
+    A traceback prints where the code ran, not where it lives in the repository: an installed
+    package is ``/home/u/.venv/lib/python3.12/site-packages/click/core.py`` while the
+    repository has ``src/click/core.py``. So a written path matches the indexed paths that
+    share its longest run of trailing components, when that run holds the file and its
+    folder (``click/core.py``) or the whole written path (a bare ``core.py``): a file name
+    alone is too common to tie an absolute path to the repository (``/home/u/app.py`` is the
+    user's own file, not the repository's ``examples/app.py``)."""
+    w = written.replace("\\", "/")
+    while w.startswith("./"):
+        w = w[2:]
+    if w in paths:
+        return [w]
+    parts = [p for p in w.split("/") if p and p != "."]
+    if not parts:
+        return []
+    best, found = 0, []
+    for path in _by_name(paths).get(parts[-1], ()):
+        have = path.split("/")
+        common = 0
+        while common < min(len(have), len(parts)) and have[-1 - common] == parts[-1 - common]:
+            common += 1
+        if common > best:
+            best, found = common, [path]
+        elif common == best:
+            found.append(path)
+    if best < min(2, len(parts)) or len(found) > limit:
+        return []
+    return sorted(found)
+
+
+@lru_cache(maxsize=8)
+def _by_name(paths: frozenset[str]) -> dict[str, list[str]]:
+    """``paths`` by file name (cached per set: one commit's paths are asked many times)."""
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        out.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    return out
+
+
 def frame_sites(query: Query, lookup: Lookup) -> list[list[DefinitionSite]]:
     """Per traceback frame that names an indexed file, innermost first, the definitions of
-    its function in that file: the one spanning the frame's line when the line numbers agree
-    (the trace may come from another version), else every one of that name there."""
+    its function in that file: when the line numbers agree, the one spanning the frame's
+    line, as a site at that line (its chunk holds the line that ran, for a definition cut
+    into pieces the piece that failed); else (the trace may come from another version)
+    every one of that name there."""
     out: list[list[DefinitionSite]] = []
     seen: set[tuple[str, str]] = set()
     for frame in reversed(query.frames):
@@ -65,7 +117,7 @@ def frame_sites(query: Query, lookup: Lookup) -> list[list[DefinitionSite]]:
             continue
         seen.add((frame.path, frame.function))
         sites = [s for s in lookup.definitions(frame.function, True) if s.path in paths]
-        spanning = [s for s in sites if s.line <= frame.line <= s.end_line]
+        spanning = [replace(s, line=frame.line) for s in sites if s.line <= frame.line <= s.end_line]
         if sites:
             out.append(spanning[-1:] or sites)
     return out

@@ -36,7 +36,7 @@ _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*(?:\(\))?")
 _CAMEL_INNER = re.compile(r"[a-z0-9][A-Z]")
 _CAPITALISED = re.compile(r"(?<![\w.`])([A-Z][A-Za-z0-9]*[a-z0-9][A-Za-z0-9]*|[A-Z]{2,}[a-z]*)(?![\w`])")
-_SENTENCE_END = re.compile(r"[.!?:]\s*$|^\s*$")
+_SENTENCE_MARKS = ".!?:"  # the last non-space character before a sentence's first word
 _SYMBOL_QUERY = re.compile(
     r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\\|->|\.|#)[A-Za-z_$][\w$]*)+"  # qualified: a.b, A::B
     r"|_[\w$]*"  # leading underscore
@@ -83,8 +83,10 @@ def capitalised_words(question: str) -> list[str]:
         return [bare] if bare.replace("_", "").isalnum() else []
     out: list[str] = []
     for m in _CAPITALISED.finditer(text):
-        before = text[: m.start()]
-        if _SENTENCE_END.search(before):
+        i = m.start() - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        if i < 0 or text[i] in _SENTENCE_MARKS:
             continue  # "How ...", "Where ...": a capital because a sentence starts there
         out.append(m.group(1))
     return list(dict.fromkeys(w for w in out if len(w) >= 2))
@@ -113,6 +115,7 @@ class Query:
     exceptions: list[str] = field(default_factory=list)
     dense_text: str = ""
     term_weights: dict[str, float] | None = None  # None: weight 1 per distinct term
+    intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
 
     @property
     def symbol_name(self) -> str:
@@ -135,6 +138,7 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     as short (the ``long-query`` stage switched off)."""
     q = Query(question, is_symbol_query(question), query_identifiers(question), capitalised_words(question))
     q.dense_text = question
+    q.intent = intent_text(question)
     if not (long_questions and is_long(question)):
         return q
     q.long = True
@@ -152,8 +156,9 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     return q
 
 
-def _without_frames(question: str) -> str:
-    """``question`` minus traceback frame lines and the code line printed under each."""
+def _without_frames(question: str, keep_trace_start: bool = False) -> str:
+    """``question`` minus traceback frame lines and the code line printed under each (and
+    the ``Traceback (most recent call last):`` lines unless ``keep_trace_start``)."""
     out: list[str] = []
     skip_code = False
     for line in question.splitlines():
@@ -163,9 +168,52 @@ def _without_frames(question: str) -> str:
         if skip_code and (line.startswith("    ") or not line.strip() or set(line.strip()) <= set("^~ ")):
             continue
         skip_code = False
-        if not line.startswith("Traceback (most recent call last)"):
+        if keep_trace_start or not line.startswith("Traceback (most recent call last)"):
             out.append(line)
     return "\n".join(out)
+
+
+_TEST_OUTPUT = re.compile(
+    r"^\s*(?:(?:FAILED|ERROR|PASSED|XFAIL|XPASS|SKIPPED)\s+\S+::\S*.*"  # pytest's summary lines
+    r"|=+ .* =+|_+ .* _+"  # its section rules
+    r"|E\s{2,}.*"  # its assertion detail lines
+    r"|\S+\.\w+:\d+:.*)$"  # path:line: locations (pytest, compilers, linters)
+)
+_LABEL = re.compile(r"^\s*(?:\S+\s+){0,3}\S+:\s*$")  # "test output:", "Log:": a label over pasted text
+#: A test word in a fronted setting phrase ("In tests, ...", "During testing, ...") says where
+#: something happens, not that tests are wanted.
+_SETTING = re.compile(r"(?:^|(?<=[.!?;]\s)|(?<=\n))\s*(?:in|during|under|when|while|from)\s+"
+                      r"(?:(?:the|my|our|a|some|unit|integration)\s+)*(?:tests?|testing|pytest|ci)\s*,", re.I)
+
+
+def intent_text(question: str) -> str:
+    """The asker's own words in ``question``: without fenced and back-quoted code, traceback
+    frames with their code lines and the exception line that closes a trace, test-runner
+    output (``FAILED tests/test_x.py::test_y``, ``path:line:`` locations), short labels over
+    pasted text (``test output:``) and fronted setting phrases (``In tests, ...``).
+
+    What a question asks for is in these words; pasted material is evidence. A traceback
+    frame in ``tests/test_cli.py`` says the failing code was called from a test, not that the
+    asker wants tests, and "In tests, X returns 1" places the problem; it does not ask for
+    tests (the path-priors stage reads this)."""
+    text = _FENCE.sub("\n", question)
+    text = re.sub(r"`[^`\n]*`", " ", text)
+    out: list[str] = []
+    after_trace = False
+    lines = _without_frames(text, keep_trace_start=True).splitlines()
+    pasted = sum(1 for line in lines if line.strip()) > 1  # a one-line question is no label over a paste
+    for line in lines:
+        if line.startswith("Traceback (most recent call last)"):
+            after_trace = True
+            continue
+        if after_trace and line.strip():
+            after_trace = False
+            if not line[0].isspace():
+                continue  # ``ValueError: ...`` closing the trace: the program's words
+        if _TEST_OUTPUT.match(line) or (pasted and _LABEL.match(line)):
+            continue
+        out.append(line)
+    return _SETTING.sub(" ", "\n".join(out)).strip()
 
 
 def _raised(question: str) -> list[str]:

@@ -13,11 +13,16 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 __all__ = ["Candidate", "DefinitionSite", "ordered", "replace", "select"]
 from pathlib import PurePosixPath
 
+import snowballstemmer
+
 from gitrag.ranking.query import Query
+
+_STEMMER = snowballstemmer.stemmer("english")
 
 # -- fusion -----------------------------------------------------------------------------------
 
@@ -80,6 +85,8 @@ INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
 
 #: In the greedy top-k, the n-th further chunk of a file already chosen is scaled by
 #: 0.5 ** n: ten chunks of one file answer one question; other files may answer it better.
+#: Chunks the question itself names (a definition of a name in it, a traceback frame's) are
+#: not scaled: they are not more of the same file, they are what was asked about.
 SATURATION_DECAY = 0.5
 SATURATION_FREE = 1  # chunks of a file taken before the decay starts
 
@@ -99,6 +106,7 @@ class Candidate:
     dense: float | None = None
     sparse: float | None = None
     payload: dict = field(default_factory=dict)
+    named: bool = False  # the question names it: a definition it names, a traceback frame's
 
     def sort_key(self) -> tuple[float, str, int, str]:
         """Best first; equal scores by path, line and point id, so the order is stable."""
@@ -171,8 +179,9 @@ def boost_definitions(
     (``exact_case``: only definitions spelled exactly so, for capitalised English words);
     ``chunks_at(site)`` the chunks holding a site's first line; ``project_names()`` the
     lower-cased top folder names (``fastapi``, ``flask``): "how does Flask pick a handler"
-    names the project, not its ``Flask`` class, so a capitalised word inside a sentence
-    that is a project name is not looked up (a one-word question still is). For a long
+    names the project, not its ``Flask`` class, so a capitalised word or an identifier
+    (``FastAPI``) inside a sentence that is a project name is not looked up (a one-word
+    question or a back-quoted name still is). For a long
     question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
     frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
     the failure happened there, and the fix is usually in the innermost frames."""
@@ -182,8 +191,11 @@ def boost_definitions(
     wanted: list[tuple[str, bool, float]] = []  # (name, exact case, weight)
     if query.symbol_like:
         wanted.append((query.text.strip().rstrip("()"), False, 1.0))
-    wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers]
     project = project_names() if project_names else frozenset()
+    # "how does FastAPI run ..." names the project even though its spelling looks like code;
+    # back-quoted (`FastAPI`) it is marked as the class
+    wanted += [(n, False, EMBEDDED_FACTOR) for n in query.identifiers
+               if query.symbol_like or n.lower() not in project or f"`{n}" in query.text]
     wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
                if query.symbol_like or n.lower() not in project]
     gains: dict[str, float] = {}
@@ -226,6 +238,7 @@ def boost_definitions(
             cands[key].score += gain
         else:
             cands[key] = replace(chunks[key], score=gain)
+        cands[key].named = True
 
 
 # -- path match -------------------------------------------------------------------------------
@@ -255,9 +268,18 @@ def _prefix_match(a: str, b: str) -> bool:
     return len(short) >= PATH_MATCH_MIN_PREFIX and long.startswith(short)
 
 
+@lru_cache(maxsize=16384)
+def _stem(word: str) -> str:
+    """Porter2 stem (the sparse terms' stemmer): ``dependency``/``dependencies`` -> ``depend``."""
+    return _STEMMER.stemWord(word) if len(word) >= 4 and word.isalpha() else word
+
+
 def _overlap(words: set[str], parts: set[str]) -> int:
-    """How many query words equal a path part or are a 3+ letter prefix of one (or it of them)."""
-    return sum(1 for w in words if w in parts or any(_prefix_match(w, p) for p in parts))
+    """How many query words equal a path part, share its English stem (``dependency`` and
+    ``dependencies/``, ``routes`` and ``routing.py``) or are a 3+ letter prefix of one (or it
+    of them)."""
+    stems = {_stem(p) for p in parts}
+    return sum(1 for w in words if w in parts or _stem(w) in stems or any(_prefix_match(w, p) for p in parts))
 
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
@@ -322,9 +344,12 @@ _META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEW
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|rst|txt|adoc)$", re.I)
 
 _ASKS = {
-    "tests": re.compile(r"\b(?:tests?|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
+    "tests": re.compile(r"\b(?:tests?|tested|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
     "examples": re.compile(r"\b(?:examples?|samples?|tutorials?)\b", re.I),
-    "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?|why)\b", re.I),
+    # "why" asks for a rationale, which documentation gives, when it opens a sentence
+    # ("Why won't ..."); inside one ("I cannot see why") it asks for nothing
+    "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b"
+                       r"|(?:^|(?<=[.!?]\s)|(?<=\n))\s*why\b", re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
 }
 
@@ -348,13 +373,16 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
     return factor
 
 
-def asked_for(question: str) -> frozenset[str]:
-    """Which kinds of non-implementation files the question asks for."""
-    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(question))
+def asked_for(intent: str) -> frozenset[str]:
+    """Which kinds of non-implementation files the words ``intent`` ask for: give it the
+    question's own words (:attr:`Query.intent`), not the code or logs pasted into it."""
+    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(intent))
 
 
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
-    asks = asked_for(query.text)
+    """Scale each candidate by :func:`path_prior` of its path for what the question's own
+    words ask for (in place)."""
+    asks = asked_for(query.intent)
     cache: dict[str, float] = {}
     for c in cands.values():
         if c.path not in cache:
@@ -367,7 +395,8 @@ def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
 
 def select(cands: dict[str, Candidate], k: int, saturation: bool = True) -> list[Candidate]:
     """The best ``k``, greedily: with ``saturation`` a file's n-th further chunk after
-    ``SATURATION_FREE`` is scaled by ``SATURATION_DECAY ** n`` as it is taken. Ties by
+    ``SATURATION_FREE`` is scaled by ``SATURATION_DECAY ** n`` as it is taken, unless it is
+    ``named`` (it still counts for the chunks after it). Ties by
     (path, start line, point id). Returns new candidates holding the effective score."""
     ranked = ordered(cands.values())
     if not saturation:
@@ -379,7 +408,7 @@ def select(cands: dict[str, Candidate], k: int, saturation: bool = True) -> list
         if len(chosen) >= k and c.score <= floor:
             break  # decay only lowers scores: nothing later can enter
         n = taken.get(c.path, 0)
-        excess = n - SATURATION_FREE + 1
+        excess = 0 if c.named else n - SATURATION_FREE + 1
         chosen.append(replace(c, score=c.score * SATURATION_DECAY**excess if excess > 0 else c.score))
         taken[c.path] = n + 1
         if len(chosen) >= k:
