@@ -339,7 +339,8 @@ class State:
         row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
         if row is None:
             self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT INTO meta VALUES('format', ?)", (str(FORMAT_VERSION),))
+            # OR IGNORE: another process creating this state at the same moment wrote it first
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (str(FORMAT_VERSION),))
         elif row[0] != str(FORMAT_VERSION):
             if row[0] != MIGRATES_FROM and not reset:
                 raise StateError(
