@@ -6,6 +6,7 @@ Errors are mapped to exit codes here and only here (see ``gitrag.errors``).
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -81,7 +82,7 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @REPO
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
 @click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True,
-              help="hybrid fuses dense (embedding) and sparse (BM25 terms) rankings with RRF.")
+              help="hybrid fuses the dense (embedding) and sparse (BM25 terms) lists and ranks them; dense or sparse alone for comparison.")
 @click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
               "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, text, ...")
@@ -106,6 +107,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     """
     from gitrag.commands.ask import ask as run
 
+    question, path, exclude = _text(question), _repo_path(path), tuple(_repo_path(g) for g in exclude)
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
     lang = lang.lower()
@@ -250,6 +252,17 @@ def mcp(repo: str) -> None:
     from gitrag.mcp_server import serve
 
     _exit(lambda: serve(repo))
+
+
+def _text(value: str) -> str:
+    """A command-line text as UTF-8: bytes that are not UTF-8 (surrogate escapes in argv) become U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _repo_path(value: str) -> str:
+    """A command-line path or glob spelled as indexed paths are (``gitrepo.decode_path``): a byte
+    that is not UTF-8 becomes ``\\xNN``, so ``--path`` meets a file whose name holds it."""
+    return os.fsencode(value).decode("utf-8", "backslashreplace")
 
 
 def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:

@@ -24,6 +24,10 @@ class NotARepository(GitragError):
     """The path is not inside a git repository."""
 
 
+class UnsupportedPath(GitragError):
+    """A repository folder whose path is not valid UTF-8 (gitrag keys its index by it)."""
+
+
 class EmptyRepository(GitragError):
     """The repository (or branch) has no commit yet."""
 

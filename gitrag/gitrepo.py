@@ -15,10 +15,19 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
 
-from gitrag.errors import EmptyRepository, NotARepository
+from gitrag.errors import EmptyRepository, NotARepository, UnsupportedPath
 
 ZERO_OID = "0" * 40
 DETACHED = "(detached)"
+
+
+def _utf8(text: str) -> bool:
+    """False for a str holding surrogate escapes (bytes that were not UTF-8: see os.fsdecode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def decode_path(raw: bytes) -> str:
@@ -68,6 +77,11 @@ class GitRepo:
         self.git_dir = Path(self.repo.path).resolve()
         self.common_dir = self._common_dir()
         self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
+        for where in (self.workdir, self.common_dir):
+            if where is not None and not _utf8(str(where)):
+                raise UnsupportedPath(
+                    f"the repository's path {decode_path(os.fsencode(where))} is not valid UTF-8, and gitrag "
+                    "names its index and talks to its daemon by that path: rename the folder (or a parent)")
 
     def _common_dir(self) -> Path:
         marker = self.git_dir / "commondir"

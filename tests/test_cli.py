@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,32 @@ def test_eval_while_the_daemon_holds_the_store_says_to_stop_it(project: Repo, tm
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and proc.stdout == "" and len(lines) == 1, proc.stderr
     assert "the running gitrag daemon holds it: stop the daemon for the run (`gitrag daemon --stop`;" in lines[0]
+
+
+def _gitrag_bytes(*args: bytes, cwd: Path | bytes) -> subprocess.CompletedProcess[bytes]:
+    """The CLI with raw argv bytes, as a shell passes them (not necessarily UTF-8)."""
+    return subprocess.run([sys.executable.encode(), b"-m", b"gitrag", *args], cwd=cwd, capture_output=True, timeout=300)
+
+
+def test_a_question_and_a_path_that_are_not_utf8_are_answered(repo: Repo) -> None:
+    repo.write("caf\udce9.py", "def cafe_function():\n    return 'cafe'\n")  # the file name's bytes: caf\xe9.py
+    repo.commit("a latin-1 file name")
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    asked = _gitrag_bytes(b"ask", b"caf\xe9 \xff cafe_function", b"--json", b"-k", b"1", cwd=repo.path)
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["results"][0]["path"] == "caf\\xe9.py"
+    scoped = _gitrag_bytes(b"ask", b"cafe_function", b"--path", b"caf\xe9", b"--json", cwd=repo.path)
+    assert scoped.returncode == 0, scoped.stderr
+    assert [r["path"] for r in json.loads(scoped.stdout)["results"]] == ["caf\\xe9.py"]
+
+
+def test_a_repository_folder_that_is_not_utf8_is_one_clear_line(tmp_path: Path) -> None:
+    folder = os.fsdecode(bytes(tmp_path) + b"/r\xffp")
+    bad = Repo(Path(folder))
+    bad.write("a.py", "def a():\n    return 1\n")
+    bad.commit("one")
+    for command in ([b"index"], [b"ask", b"a"], [b"status"]):
+        done = _gitrag_bytes(*command, cwd=os.fsencode(folder))
+        err = done.stderr.decode("utf-8", "replace").strip()
+        assert done.returncode == 1, err
+        assert len(err.splitlines()) == 1 and "r\\xffp is not valid UTF-8" in err and "rename the folder" in err
