@@ -239,12 +239,31 @@ class Indexer:
         streamed = branch.chunker in (None, self.pipeline)
         retry: set[str] = set()  # paths missing a chunk that failed to embed: journaled, redone next sync
         done = 0
-        while True:
-            limit = (BATCH_CHUNKS, BATCH_FILES) if streamed else (None, None)
-            updates, done = self._analyze_batch(paths, done, entries, policy, summary, *limit)
-            self._write_batch(branch, head, updates, summary, repaired, retry, final=done >= len(paths))
-            if done >= len(paths):
+        outer = self.progress
+        before: dict[str, int] = {}  # per-batch stage -> its done count in the batches before this one
+        this: dict[str, int] = {}
+
+        def whole_sync(stage: str, n: int, total: int) -> None:
+            """Per-batch counts (embed, store) reported for the sync so far, not the batch alone."""
+            if stage == "chunk":
+                outer(stage, n, total)
                 return
+            this[stage] = total
+            outer(stage, before.get(stage, 0) + n, before.get(stage, 0) + total)
+
+        self.progress = whole_sync
+        try:
+            while True:
+                limit = (BATCH_CHUNKS, BATCH_FILES) if streamed else (None, None)
+                updates, done = self._analyze_batch(paths, done, entries, policy, summary, *limit)
+                self._write_batch(branch, head, updates, summary, repaired, retry, final=done >= len(paths))
+                for stage, total in this.items():
+                    before[stage] = before.get(stage, 0) + total
+                this.clear()
+                if done >= len(paths):
+                    return
+        finally:
+            self.progress = outer
 
     def _write_batch(
         self, branch: Branch, head: str, updates: list[FileUpdate], summary: IndexSummary, repaired: set[str],

@@ -310,3 +310,26 @@ def test_a_sync_in_one_point_batches_equals_one_in_a_single_batch(base: Repo, tm
         ws.close()
     monkeypatch.setattr(indexer, "BATCH_CHUNKS", 2048)
     assert_converged(base, tmp_path, monkeypatch)
+
+
+def test_progress_of_a_batched_sync_counts_the_whole_sync(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embed and store counts of a sync in several batches add up over the batches
+    (a new user saw 'writing points 1,024/1,743' for a first index of 4,422 chunks)."""
+    from gitrag import indexer
+    from gitrag.indexer import Indexer
+
+    for k in range(6):
+        repo.write(f"pkg/m{k}.py", f"def f{k}(x):\n    return x + {k}\n\n\ndef g{k}(y):\n    return y * {k}\n")
+    repo.commit("six modules")
+    monkeypatch.setattr(indexer, "BATCH_CHUNKS", 2)
+    seen: dict[str, list[tuple[int, int]]] = {}
+    ws = open_workspace(repo.path)
+    try:
+        summary = Indexer(ws, progress=lambda stage, done, total: seen.setdefault(stage, []).append((done, total))).sync()
+    finally:
+        ws.close()
+    assert summary.chunks_embedded >= 6 and summary.points_upserted >= 6
+    for stage, want in (("embed", summary.chunks_embedded), ("store", summary.points_upserted)):
+        reports = seen[stage]
+        assert [d for d, _ in reports] == sorted(d for d, _ in reports), stage  # never goes back
+        assert all(d <= t for d, t in reports) and reports[-1] == (want, want), (stage, reports[-3:], want)
