@@ -22,6 +22,11 @@ from gitrag.workspace import Workspace
 
 MODES = ("hybrid", "dense", "sparse")
 PREFETCH = 50  # candidates from each of the dense and sparse lists (40: mean nDCG@10 0.734, 50: 0.746)
+#: Depth each list is read to for the scores of those candidates: a candidate in one list's
+#: top PREFETCH keeps its real score in the other list down to this rank (0, that list's floor,
+#: only below it). A click concept target at dense rank 5 that BM25 puts at rank 40-58 had
+#: sparse 0 and fell out of the top 10 (BENCHMARKS.md, "Concept questions: where the target sits").
+SCORE_DEPTH = 300
 KNOWN_PATH_MATCHES = 3  # a bare file name in a long question ("core.py") may name at most this many files
 EXPAND_TOP = 3  # results whose dependencies --expand follows
 EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
@@ -95,7 +100,8 @@ def search(
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
-    ``mode``: ``hybrid`` (the dense and the sparse list, ``PREFETCH`` each, ranked by
+    ``mode``: ``hybrid`` (the dense and the sparse list, ``PREFETCH`` each, with both scores
+    read to ``SCORE_DEPTH``, ranked by
     gitrag.ranking: score fusion weighted by query type, definitions, path match,
     coherence, path priors, file saturation), ``dense`` or ``sparse`` (one list, raw
     cosine / BM25 scores). ``rerank_results=False`` gives the store's plain RRF fusion
@@ -164,17 +170,26 @@ def _ranked(
     """The dense and the sparse list, fetched separately, through gitrag.ranking."""
     row = ws.state.branch(branch)
     coll, view = row.collection, row.view
-    limit = max(PREFETCH, k)
-    cands: dict[str, ranking.Candidate] = {}
-    for hit in ws.store.search(coll, dense=dense, sparse=None, limit=limit, scope=scope, branch=view):
-        cands[hit.id] = _candidate(hit.id, hit.payload, dense=float(hit.score))
-    for hit in ws.store.search(coll, dense=None, sparse=terms, limit=limit, scope=scope, branch=view) if terms else ():
-        if hit.id in cands:
-            cands[hit.id].sparse = float(hit.score)
-        else:
-            cands[hit.id] = _candidate(hit.id, hit.payload, sparse=float(hit.score))
-    ranked = ranking.rank(query, list(cands.values()), k, _Lookup(ws, branch, scope), off)
+    top = max(PREFETCH, k)
+    depth = max(SCORE_DEPTH, top)
+    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view)
+    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view) if terms else []
+    cands = candidates(dense_hits, sparse_hits, top)
+    ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
+
+
+def candidates(dense_hits: list[Hit], sparse_hits: list[Hit], top: int) -> list[ranking.Candidate]:
+    """The chunks in the first ``top`` of either list (best-first hits, read deeper than
+    ``top``), each with its raw score from both lists wherever the list returned it at any
+    depth: ``dense`` cosine, ``sparse`` BM25-like dot product; None only beyond the list."""
+    dense_of = {h.id: float(h.score) for h in dense_hits}
+    sparse_of = {h.id: float(h.score) for h in sparse_hits}
+    cands: dict[str, ranking.Candidate] = {}
+    for hit in dense_hits[:top] + sparse_hits[:top]:
+        if hit.id not in cands:
+            cands[hit.id] = _candidate(hit.id, hit.payload, dense=dense_of.get(hit.id), sparse=sparse_of.get(hit.id))
+    return list(cands.values())
 
 
 def _candidate(point_id: str, payload: dict[str, Any], score: float = 0.0, **scores: float) -> ranking.Candidate:

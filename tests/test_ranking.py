@@ -14,7 +14,8 @@ from gitrag.errors import EXIT_USAGE
 from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
 from gitrag.ranking import stages as st
 from gitrag.ranking.query import capitalised_words, is_symbol_query
-from gitrag.retrieval import search
+from gitrag.retrieval import candidates, search
+from gitrag.store import Hit
 from gitrag.workspace import open_workspace
 from tests.gitutil import Repo, index
 
@@ -94,6 +95,22 @@ def test_fusion_weights_dense_less_for_a_symbol_question() -> None:
     sym = scores("QuantityError", ("coherence", "saturation", "definitions"))
     assert sym["s"] == 0.7 and sym["d"] == 0.3
     assert scores("QuantityError", ("coherence", "saturation", "definitions", "query-weights"))["s"] == 0.5
+
+
+def test_a_candidate_beyond_one_lists_top_keeps_its_real_score_there() -> None:
+    # "t" is second by cosine but third by BM25: with the top 2 of each list as candidates it
+    # must keep its sparse score (read deeper), not 0, and so beat chunks only one list likes.
+    def hits(scores: dict[str, float]) -> list[Hit]:
+        return [Hit(key, score, {"path": f"{key}.py", "start_line": 1, "end_line": 5}) for key, score in scores.items()]
+    dense = hits({"x": 0.9, "t": 0.85, "d": 0.5, "z": 0.3})
+    sparse = hits({"z": 10.0, "d": 9.0, "t": 8.0, "x": 1.0})
+    cands = {c.key: c for c in candidates(dense, sparse, top=2)}
+    assert set(cands) == {"x", "t", "z", "d"}
+    assert (cands["t"].dense, cands["t"].sparse, cands["d"].dense) == (0.85, 8.0, 0.5)
+    ranked = rank(analyse("where is quantity checked"), list(cands.values()), 4, Lookup(),
+                  ("coherence", "saturation", "path-match", "path-priors"))
+    assert [c.key for c in ranked][0] == "t"
+    assert candidates(dense, hits({}), top=2)[0].sparse is None  # no sparse list: None, 0 once fused
 
 
 def test_a_definition_always_wins_and_more_in_a_file_named_after_it() -> None:

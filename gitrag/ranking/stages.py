@@ -134,8 +134,10 @@ def _normalised(values: dict[str, float]) -> dict[str, float]:
 
 
 def fuse(cands: dict[str, Candidate], dense_weight: float) -> None:
-    """``score = w * norm(dense) + (1 - w) * norm(sparse)``; a list that did not return a
-    chunk contributes 0 for it (in place). An empty list keeps its weight: a top score
+    """``score = w * norm(dense) + (1 - w) * norm(sparse)``, each list min-max normalised over
+    the candidates it scored (gitrag.retrieval reads both lists deeper than it takes
+    candidates, so a chunk in one list's top keeps its real score from the other); a list
+    that did not return a chunk contributes 0, its floor, for it (in place). An empty list keeps its weight: a top score
     of 1.0 means first in both lists, at most ``w`` or ``1 - w`` found by one list only."""
     d = _normalised({k: c.dense for k, c in cands.items() if c.dense is not None})
     s = _normalised({k: c.sparse for k, c in cands.items() if c.sparse is not None})
