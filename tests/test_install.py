@@ -278,3 +278,13 @@ def test_doctor_checks_the_static_model_from_its_files_without_loading_it(tmp_pa
     (altered / "model.safetensors").write_bytes(bytes(data))
     check = check_embedder(Settings(static_model=str(altered)))
     assert check.status == "fail" and "checksum" in check.detail and check.fix
+
+
+def test_install_in_a_repository_with_no_commit_says_so_without_starting_an_index(
+    repo: Repo, daemon: subprocess.Popen[bytes]
+) -> None:
+    out = gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    said = out.stdout + out.stderr
+    assert "no commit yet: the first commit will be indexed" in said
+    assert "indexing the current branch" not in said  # a new user saw it announced, then "no commit yet"
+    gitrag("uninstall", "--repo", str(repo.path))

@@ -107,6 +107,9 @@ def _ensure_daemon(use_systemd: bool) -> None:
 def _first_index(r: GitRepo) -> None:
     from gitrag.daemon import routing
 
+    if r.head() is None:  # nothing to index yet; the post-commit hook indexes the first commit
+        output.info("no commit yet: the first commit will be indexed")
+        return
     output.info("indexing the current branch (the first time embeds every chunk; progress: `gitrag status`)...")
     started = time.monotonic()
     try:
