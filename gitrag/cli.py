@@ -262,7 +262,9 @@ def _text(value: str) -> str:
 def _repo_path(value: str) -> str:
     """A command-line path or glob spelled as indexed paths are (``gitrepo.decode_path``): a byte
     that is not UTF-8 becomes ``\\xNN``, so ``--path`` meets a file whose name holds it."""
-    return os.fsencode(value).decode("utf-8", "backslashreplace")
+    from gitrag.gitrepo import decode_path
+
+    return decode_path(os.fsencode(value))
 
 
 def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:

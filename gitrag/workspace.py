@@ -66,6 +66,12 @@ class Workspace:
         self.store.close()
         self.state.close()
 
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def open_workspace(
     path: str | Path = ".", settings: Settings | None = None, embedder: Embedder | None = None, rebuild: bool = False

@@ -316,11 +316,8 @@ def test_answer_arrives_in_pieces(indexed: Repo, stub: OllamaStub) -> None:
     from gitrag.retrieval import search
 
     stub.chat_reply = "one two three four five six seven eight"
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         results = search(ws, "send_message retries RETRY_LIMIT")
-    finally:
-        ws.close()
     settings = replace(load_settings(indexed.path), chat_model="llama3.2", ollama_host=stub.url)
     pieces: list[str] = []
     written = write_answer(settings, "send_message retries RETRY_LIMIT", results, "hybrid", on_text=pieces.append)

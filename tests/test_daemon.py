@@ -288,8 +288,7 @@ def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> 
 
     repo.write("a.py", "def a():\n    return 1\n")
     repo.commit("first")
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         Indexer(ws).sync()
         repo.git("checkout", "-q", "-b", "old")
         Indexer(replace(ws, repo=GitRepo(repo.path))).sync()
@@ -302,5 +301,3 @@ def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> 
         assert ws.store.ids(main.collection, branch=main.view) == {r.point_id for r in ws.state.points("main")}
         assert gc.worktrees(repo.path / ".git") == [str(repo.path.resolve())]
         assert not gc.stale(GitRepo(repo.path), ws.state)
-    finally:
-        ws.close()

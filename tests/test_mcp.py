@@ -348,8 +348,7 @@ def test_a_bug_in_a_tool_is_a_tool_error(indexed: Repo) -> None:
 
     from gitrag.mcp_server import Tools
 
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         tools = Tools(ws)
 
         def broken() -> None:
@@ -358,8 +357,6 @@ def test_a_bug_in_a_tool_is_a_tool_error(indexed: Repo) -> None:
         with pytest.raises(ToolError, match="internal error in gitrag: KeyError"):
             tools.run(broken)
         assert tools.run(tools.index_status)["indexed"] is True  # the lock was released
-    finally:
-        ws.close()
 
 
 def test_search_goes_through_a_running_daemon(indexed: Repo, tmp_path: Path, daemon: Any) -> None:

@@ -299,12 +299,9 @@ def shop(request: pytest.FixtureRequest, repo: Repo, tmp_path: Path, monkeypatch
 
 
 def test_five_identical_asks_give_identical_results(shop: Repo) -> None:
-    ws = open_workspace(shop.path)
-    try:
+    with open_workspace(shop.path) as ws:
         runs = [[(r.path, r.start_line, r.score) for r in search(ws, "how is a retry event handled", k=20)]
                 for _ in range(5)]
-    finally:
-        ws.close()
     assert all(run == runs[0] for run in runs[1:])
     again = open_workspace(shop.path)
     try:  # without merging touching pieces, so the identical sections stay apart
@@ -318,24 +315,18 @@ def test_five_identical_asks_give_identical_results(shop: Repo) -> None:
 
 
 def test_a_capitalised_symbol_question_finds_its_definition_first(shop: Repo) -> None:
-    ws = open_workspace(shop.path)
-    try:
+    with open_workspace(shop.path) as ws:
         top = search(ws, "Session", k=5)
         plain = search(ws, "Session", k=5, disable=("definitions",))
-    finally:
-        ws.close()
     assert (top[0].path, top[0].start_line) == ("shop/sessions.py", 1)
     assert top[0].score > 2 * top[1].score  # the definition wins by the boost, not by luck
     assert plain[0].score < top[0].score
 
 
 def test_a_pasted_traceback_finds_the_raising_function(shop: Repo) -> None:
-    ws = open_workspace(shop.path)
-    try:
+    with open_workspace(shop.path) as ws:
         top = search(ws, TRACEBACK, k=5)
         off = search(ws, TRACEBACK, k=5, disable=("long-query",))
-    finally:
-        ws.close()
     assert (top[0].path, top[0].symbol) == ("shop/rules.py", "validate")  # the innermost frame in the repository
     assert all(not r.path.startswith("tests/") for r in top[:3])
     assert off[0].symbol != "validate"  # read as a short question, the chat before the trace wins
@@ -370,9 +361,6 @@ def test_a_traceback_from_an_installed_package_meets_its_src_layout(repo: Repo) 
                "quantity; the CLI prints it at import.\n")
     repo.commit("src layout")
     index(repo.path)
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         top = search(ws, TRACEBACK, k=5)
-    finally:
-        ws.close()
     assert [(r.path, r.symbol) for r in top[:2]] == [("src/shop/rules.py", "validate"), ("src/shop/cart.py", "add")]

@@ -78,16 +78,13 @@ def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypat
                                         op: str, nth: int) -> None:
     monkeypatch.setattr("gitrag.indexer.UPSERT_BATCH", 8)  # several upsert calls per sync
     a = indexed_commit(pending.path)
-    ws = open_workspace(pending.path)
-    try:
+    with open_workspace(pending.path) as ws:
         failing = HalfWayStore(ws.store, op, nth)
         with pytest.raises(StoreError, match="half-way"):
             Indexer(replace(ws, store=failing)).sync()  # type: ignore[arg-type]
         assert failing.calls >= nth
         assert ws.state.branch("main").indexed_commit == a  # type: ignore[union-attr]
         assert ws.state.journal_paths("main")  # the next sync knows what to repair
-    finally:
-        ws.close()
     sync(pending.path)
     lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)
@@ -96,14 +93,11 @@ def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypat
 
 
 def test_a_failure_while_repairing_a_failure(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = open_workspace(pending.path)
-    try:
+    with open_workspace(pending.path) as ws:
         with pytest.raises(StoreError):
             Indexer(replace(ws, store=HalfWayStore(ws.store, "upsert"))).sync()  # type: ignore[arg-type]
         with pytest.raises(StoreError):  # the repair itself fails half-way
             Indexer(replace(ws, store=HalfWayStore(ws.store, "delete_path", 2))).sync()  # type: ignore[arg-type]
-    finally:
-        ws.close()
     sync(pending.path)
     lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)

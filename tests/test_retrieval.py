@@ -68,49 +68,37 @@ def indexed(repo: Repo) -> Repo:
 
 
 def test_identifier_question_puts_the_definition_first(indexed: Repo) -> None:
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         for mode in ("hybrid", "sparse"):
             top = search(ws, "where is _unpack_args defined", k=3, mode=mode)[0]
             assert (top.path, top.start_line <= 4 <= top.end_line) == ("net/client.py", True), mode
             assert "def _unpack_args" in top.snippet
-    finally:
-        ws.close()
 
 
 def test_scope_by_path_and_language(indexed: Repo) -> None:
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         for mode in ("hybrid", "dense", "sparse"):
             got = search(ws, "retry backoff delay", k=10, mode=mode, scope=SearchFilter(path_prefix="net/"))
             assert got and all(r.path.startswith("net/") for r in got)
             ts = search(ws, "paint text", k=10, mode=mode, scope=SearchFilter(language="typescript"))
             assert [r.path for r in ts] == ["ui/colors.ts"]
-    finally:
-        ws.close()
 
 
 def test_ask_reports_freshness(indexed: Repo) -> None:
     indexed.write("net/new.py", "def fresh():\n    return 1\n")
     indexed.commit("unindexed commit")
     indexed.write("scratch.txt", "work in progress\n")
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         r = ask(ws, "backoff", k=2).to_json()
-    finally:
-        ws.close()
     assert r["up_to_date"] is False and r["commit"] != r["head"] == indexed.head()
     assert r["worktree_changes"] == 1 and r["answer"] is None
     assert {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet"} <= set(r["results"][0])
 
 
 def test_expand_appends_the_definitions_top_results_depend_on(indexed: Repo) -> None:
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         plain = search(ws, "Client send request", k=1, mode="hybrid")
         expanded = search(ws, "Client send request", k=1, mode="hybrid", expand=1)
-    finally:
-        ws.close()
     assert plain[0].symbol.startswith("Client") and len(plain) == 1
     assert expanded[0] == plain[0]
     extra = expanded[1:]
@@ -136,8 +124,7 @@ def docs_heavy(repo: Repo) -> Repo:
 
 
 def test_exclude_leaves_paths_out_and_still_fills_k(docs_heavy: Repo) -> None:
-    ws = open_workspace(docs_heavy.path)
-    try:
+    with open_workspace(docs_heavy.path) as ws:
         for mode in ("hybrid", "dense", "sparse"):
             plain = search(ws, "retry backoff", k=7, mode=mode)
             if mode != "dense":  # the hash embedder's dense side knows no words
@@ -148,19 +135,14 @@ def test_exclude_leaves_paths_out_and_still_fills_k(docs_heavy: Repo) -> None:
             two = search(ws, "retry backoff", k=10, mode=mode,
                          scope=SearchFilter(path_prefix="src/", exclude=("docs/**", "*.txt", "src/mod0.py")))
             assert {r.path for r in two} == {f"src/mod{i}.py" for i in range(1, 6)}, mode
-    finally:
-        ws.close()
 
 
 def test_exclude_applies_to_the_definitions_fused_into_the_ranking(indexed: Repo) -> None:
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         top = search(ws, "where is _unpack_args defined", k=5)
         assert top[0].path == "net/client.py"
         got = search(ws, "where is _unpack_args defined", k=5, scope=SearchFilter(exclude=("net/client.py",)))
         assert got and all(r.path != "net/client.py" for r in got)
-    finally:
-        ws.close()
 
 
 LONG_BODY = "\n".join(f"    total += retry_weight_{i} * backoff_factor(attempt, {i})" for i in range(60))
@@ -172,12 +154,9 @@ def test_pieces_of_one_definition_come_back_as_one_result(repo: Repo) -> None:
     repo.write("net/other.py", "def unrelated():\n    return 0\n")
     repo.commit("a long function")
     index(repo.path)
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         pieces = search(ws, "retry_weight backoff_factor", k=10, mode="sparse", merge=False)
         merged = search(ws, "retry_weight backoff_factor", k=10, mode="sparse")
-    finally:
-        ws.close()
     assert len([r for r in pieces if r.path == "net/long.py"]) >= 2  # the function was cut into pieces
     (one,) = [r for r in merged if r.path == "net/long.py"]
     assert (one.start_line, one.end_line) == (1, source.count("\n"))
@@ -186,12 +165,9 @@ def test_pieces_of_one_definition_come_back_as_one_result(repo: Repo) -> None:
 
 
 def test_ask_files_ranks_files_with_their_best_chunks(indexed: Repo) -> None:
-    ws = open_workspace(indexed.path)
-    try:
+    with open_workspace(indexed.path) as ws:
         r = ask(ws, "retry backoff delay request", k=2, mode="sparse", files=True)
         plain = ask(ws, "retry backoff delay request", k=2, mode="sparse")
-    finally:
-        ws.close()
     assert r.files is not None and len(r.files) == 2
     assert [x.path for x in r.results] == [x.path for x in plain.results]  # results unchanged
     data = r.to_json()

@@ -44,11 +44,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 
 def paths_found(repo: Path, question: str, mode: str = "sparse") -> list[str]:
-    ws = open_workspace(repo)
-    try:
+    with open_workspace(repo) as ws:
         return [r.path for r in search(ws, question, k=20, mode=mode, snippets=False)]
-    finally:
-        ws.close()
 
 
 def fresh_points(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> tuple:
@@ -86,8 +83,7 @@ def test_a_chunk_only_on_one_branch_never_answers_on_another(repo: Repo, backend
         found = paths_found(repo.path, "zebraquux_1 zebraquux_0", mode)
         assert "pkg/only_feature.py" not in found, (mode, found)
         assert found or mode == "sparse"  # no term of the question is on main
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         main, feature = ws.state.branch("main"), ws.state.branch("feature")
         from gitrag.sparse import query_vector
         unfiltered = ws.store.search(main.collection, dense=None, sparse=query_vector("zebraquux_1"),  # type: ignore[union-attr]
@@ -97,8 +93,6 @@ def test_a_chunk_only_on_one_branch_never_answers_on_another(repo: Repo, backend
         assert ws.store.count(main.collection) == ws.state.point_count("feature")  # shared points stored once
         assert ws.store.count(main.collection, branch=main.view) == ws.state.point_count("main")
         assert ws.store.count(main.collection, branch=feature.view) == ws.state.point_count("feature")
-    finally:
-        ws.close()
 
 
 def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
@@ -160,15 +154,12 @@ def test_an_idle_branch_leaves_the_store_and_comes_back_without_embedding(repo: 
     repo.commit("idle work")
     index(repo.path)
     repo.git("checkout", "-q", "main")
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         ws.state.db.execute("UPDATE branches SET last_used=0")
         coll = ws.state.branch("idle").collection  # type: ignore[union-attr]
         before = ws.store.count(coll)
         assert gc.drop_expired(ws, checked_out={"main"}) == ["idle"]
         assert ws.store.count(coll) == before - 2  # only its own points went; main's stayed
-    finally:
-        ws.close()
     repo.git("checkout", "-q", "idle")
     s = index(repo.path)
     assert s.chunks_embedded == 0 and "pkg/idle.py" in paths_found(repo.path, "idle_1")

@@ -31,16 +31,13 @@ def module(*names: str, header: str = "") -> str:
 def snapshot(path: Path) -> dict[str, dict[str, Any]]:
     """{point id: payload} of the current branch; asserts the branch's view of the store holds
     exactly its manifest, and the collection exactly the points some branch holds."""
-    ws = open_workspace(path)
-    try:
+    with open_workspace(path) as ws:
         branch = ws.state.branch(ws.repo.branch())
         assert branch is not None
         rows = {r.point_id: r.payload for r in ws.state.points(branch.name)}
         assert ws.store.ids(branch.collection, branch=branch.view) == set(rows), "store and manifest disagree"
         assert ws.store.ids(branch.collection) == set(ws.state.members(branch.fingerprint)), "orphan points"
         return rows
-    finally:
-        ws.close()
 
 
 def fresh_snapshot(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
@@ -203,13 +200,10 @@ def test_detached_head_is_indexed_as_its_own_view(base: Repo) -> None:
 
 
 def test_dropped_collection_is_rebuilt_without_embedding(base: Repo) -> None:
-    ws = open_workspace(base.path)
-    try:
+    with open_workspace(base.path) as ws:
         branch = ws.state.branch("main")
         assert branch is not None
         ws.store.drop_collection(branch.collection)
-    finally:
-        ws.close()
     s = sync(base.path)
     assert s.chunks_embedded == 0
     assert len(snapshot(base.path)) == s.chunks_total > 0
@@ -259,12 +253,9 @@ def test_gc_forgets_deleted_branches_and_unreferenced_vectors(base: Repo) -> Non
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["deleted"] == ["doomed"] and data["vectors_deleted"] >= 1
-    ws = open_workspace(base.path)
-    try:
+    with open_workspace(base.path) as ws:
         assert [b.name for b in ws.state.branches()] == ["main"]
         assert not [c for c in ws.store.list_collections() if "doomed" in c]
-    finally:
-        ws.close()
 
 
 def test_raising_max_file_bytes_indexes_files_skipped_before(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,11 +294,8 @@ def test_a_sync_in_one_point_batches_equals_one_in_a_single_batch(base: Repo, tm
     monkeypatch.setattr(indexer.state_mod.State, "commit_batch", counted)
     summary = sync(base.path)
     assert len(calls) >= 4 and summary.commit == head  # several batches, then the final commit
-    ws = open_workspace(base.path)
-    try:
+    with open_workspace(base.path) as ws:
         assert ws.state.branch("main").indexed_commit == head and not ws.state.journal_paths("main")
-    finally:
-        ws.close()
     monkeypatch.setattr(indexer, "BATCH_CHUNKS", 2048)
     assert_converged(base, tmp_path, monkeypatch)
 
@@ -323,11 +311,8 @@ def test_progress_of_a_batched_sync_counts_the_whole_sync(repo: Repo, monkeypatc
     repo.commit("six modules")
     monkeypatch.setattr(indexer, "BATCH_CHUNKS", 2)
     seen: dict[str, list[tuple[int, int]]] = {}
-    ws = open_workspace(repo.path)
-    try:
+    with open_workspace(repo.path) as ws:
         summary = Indexer(ws, progress=lambda stage, done, total: seen.setdefault(stage, []).append((done, total))).sync()
-    finally:
-        ws.close()
     assert summary.chunks_embedded >= 6 and summary.points_upserted >= 6
     for stage, want in (("embed", summary.chunks_embedded), ("store", summary.points_upserted)):
         reports = seen[stage]
