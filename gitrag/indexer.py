@@ -101,6 +101,8 @@ def _rows_for(entry: Entry, analysis: FileAnalysis, variant: str) -> list[PointR
             "start_line": chunk.start_line, "end_line": chunk.end_line, "symbol": chunk.symbol,
             "kind": chunk.kind, "language": chunk.language, "chunk_hash": h,
         }
+        if chunk.prose:
+            payload["prose"] = chunk.prose
         pid = point_id(variant, entry.path, entry.blob, chunk.start_byte, chunk.end_byte, h)
         rows.append(PointRow(pid, entry.path, h, payload))
     return rows

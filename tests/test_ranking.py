@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,19 @@ def test_path_priors_demote_tests_and_docs_unless_asked() -> None:
     assert [c.key for c in rank(analyse("which tests cover the cart total"), cands, 3, Lookup(), off)][0] == "t"
     assert [c.key for c in rank(analyse("where do the docs explain the cart"), cands, 3, Lookup(), off)][0] == "d"
     assert st.path_prior("src/pkg/__init__.py", frozenset()) == st.INIT_PRIOR
+
+
+def test_a_chunk_that_is_mostly_docstring_yields_to_the_code_unless_docs_are_asked_for() -> None:
+    wrapper = replace(cand("w", "shop/api.py", dense=1.0, sparse=1.0), payload={"prose": 0.9})
+    impl = cand("i", "shop/_impl.py", dense=0.8, sparse=0.8)
+    cands = [wrapper, impl, cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert [c.key for c in rank(analyse("how is a cart total computed"), cands, 2, Lookup(), off)] == ["i", "w"]
+    assert [c.key for c in rank(analyse("how is a cart total computed"), cands, 2, Lookup(), (*off, "prose"))][0] == "w"
+    assert [c.key for c in rank(analyse("where do the docs explain the cart total"), cands, 2, Lookup(), off)][0] == "w"
+    one = {"w": replace(wrapper)}
+    st.apply_prose_prior(one, analyse("how is a cart total computed"))
+    assert one["w"].score == pytest.approx(wrapper.score * (1 - (1 - st.PROSE_PRIOR) * 0.9))
 
 
 TEST_TRACE = '''test output:
@@ -364,3 +378,20 @@ def test_a_traceback_from_an_installed_package_meets_its_src_layout(repo: Repo) 
     with open_workspace(repo.path) as ws:
         top = search(ws, TRACEBACK, k=5)
     assert [(r.path, r.symbol) for r in top[:2]] == [("src/shop/rules.py", "validate"), ("src/shop/cart.py", "add")]
+
+
+def test_the_implementation_outranks_its_documented_wrapper(repo: Repo) -> None:
+    repo.write("shop/api.py", "from shop._impl import sum_lines\n\n\ndef cart_total(cart):\n"
+               '    """The cart total: each line\'s price times its quantity, summed over the cart,\n'
+               "    with the cart's discount taken off the total and the total rounded to cents.\n"
+               '    The total of an empty cart is zero."""\n    return sum_lines(cart)\n')
+    repo.write("shop/_impl.py", "def sum_lines(cart):\n    total = 0\n    for price, quantity in cart.lines:\n"
+               "        total += price * quantity\n    return round(total - cart.discount, 2)\n")
+    repo.commit("cart total")
+    index(repo.path)
+    question = "how is the cart total summed from each price and quantity"
+    with open_workspace(repo.path) as ws:
+        top = search(ws, question, k=2, snippets=False)
+        without = search(ws, question, k=2, snippets=False, disable=("prose",))
+    assert [r.path for r in without] == ["shop/api.py", "shop/_impl.py"]  # the docstring repeats the question
+    assert [r.path for r in top] == ["shop/_impl.py", "shop/api.py"]

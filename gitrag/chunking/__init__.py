@@ -24,8 +24,9 @@ __all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "conten
 # the symbol graph change: cached analyses (chunks and graphs) of blobs are keyed by it.
 # 4: grammar wheels; 5: content-free chunks not embeddable; 6: cAST merge of nested pieces;
 # 7: module-level variables/constants are definitions in the graph (chunk texts unchanged,
-# so re-chunking re-embeds nothing)
-CHUNKER_VERSION = "7"
+# so re-chunking re-embeds nothing); 8: each chunk's prose share (comments, docstrings) in
+# its payload (texts unchanged)
+CHUNKER_VERSION = "8"
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported
@@ -98,6 +99,7 @@ def _analyze(path: str, data: bytes, language: str, sizer: Sizer) -> FileAnalysi
 def _from_tree(tree: object, spec: object, sizer: Sizer, language: str) -> FileAnalysis | None:
     from gitrag.chunking.graph import extract
     from gitrag.chunking.outline import Outline
+    from gitrag.chunking.prose import prose_ranges, prose_shares
     from gitrag.chunking.windows import split_unit
 
     outline = Outline(spec, sizer.data, sizer)  # type: ignore[arg-type]
@@ -110,7 +112,10 @@ def _from_tree(tree: object, spec: object, sizer: Sizer, language: str) -> FileA
     reason = ""
     if errors > _ERROR_SHARE * len(sizer.data):
         reason = f"syntax errors in {100 * errors // len(sizer.data)}% of the file"
-    return FileAnalysis(language, to_chunks(units, sizer, language), graph.definitions,
+    chunks = to_chunks(units, sizer, language)
+    shares = prose_shares(sizer.data, prose_ranges(tree, language), [(c.start_byte, c.end_byte) for c in chunks])
+    chunks = [replace(c, prose=share) if share else c for c, share in zip(chunks, shares)]
+    return FileAnalysis(language, chunks, graph.definitions,
                         graph.references, fallback_reason=reason, error_bytes=graph.error_bytes)
 
 

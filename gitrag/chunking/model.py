@@ -48,7 +48,9 @@ class Chunk:
     and, at the top of the file, a ``#!`` line): it still tiles the file, but nothing in
     it can answer a question, so it is never embedded, stored or returned. ``span``: the
     text's exact token ids when the counting embedder offers ``tokenize`` (else None);
-    not part of the chunk's identity.
+    not part of the chunk's identity. ``prose``: the share (0-1, 2 decimals) of its
+    non-whitespace bytes that are comments or docstrings (gitrag.chunking.prose; 0.0 for
+    files without a grammar).
     """
 
     start_byte: int
@@ -62,6 +64,7 @@ class Chunk:
     context: str = ""
     embeddable: bool = True
     span: TokenSpan | None = field(default=None, compare=False, repr=False)
+    prose: float = 0.0
 
     @property
     def hash(self) -> str:

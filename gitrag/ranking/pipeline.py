@@ -1,7 +1,7 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
 Order: fusion (dense weight by query type) -> definitions -> path match -> coherence ->
-path priors -> greedy top-k with file saturation. Each stage can be switched off by name
+path priors -> prose prior -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -24,6 +24,7 @@ STAGES: dict[str, str] = {
                   "raise that file",
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
+    "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
@@ -157,4 +158,6 @@ def rank(
         stages.boost_coherence(cands)
     if "path-priors" not in off:
         stages.apply_path_priors(cands, query)
+    if "prose" not in off:
+        stages.apply_prose_prior(cands, query)
     return stages.select(cands, k, saturation="saturation" not in off)

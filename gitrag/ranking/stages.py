@@ -80,6 +80,12 @@ COHERENCE = 0.2
 STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, hidden folders (.github/, .agents/)
 DOCS_PRIOR = 0.5  # prose documentation (docs/, *.md, *.rst)
 INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
+#: Prose inside code (docstrings, comment blocks) restates what the code does, as docs/ files
+#: do: a chunk whose non-whitespace text is a share ``p`` prose is scaled by
+#: ``1 - (1 - DOCS_PRIOR) * p``, so one that is all docstring counts as a docs/ file. A public
+#: wrapper under forty lines of documentation (click's ``termui.progressbar``) or a class
+#: header that is its docstring otherwise outranks the code that does the work.
+PROSE_PRIOR = DOCS_PRIOR
 
 # -- saturation -------------------------------------------------------------------------------
 
@@ -390,6 +396,20 @@ def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
         if c.path not in cache:
             cache[c.path] = path_prior(c.path, asks)
         c.score *= cache[c.path]
+
+
+def apply_prose_prior(cands: dict[str, Candidate], query: Query) -> None:
+    """Scale each candidate by ``1 - (1 - PROSE_PRIOR) * prose`` (its payload's prose share,
+    gitrag.chunking.prose), unless the question's own words ask for documentation (in place).
+    A docstring-heavy definition the question names still wins: its definition boost is
+    several times any fused score."""
+    if "docs" in asked_for(query.intent):
+        return
+    weight = 1.0 - PROSE_PRIOR
+    for c in cands.values():
+        share = c.payload.get("prose", 0.0) if c.payload else 0.0
+        if share:
+            c.score *= 1.0 - weight * float(share)
 
 
 # -- selection --------------------------------------------------------------------------------
