@@ -32,6 +32,10 @@ class EmptyRepository(GitragError):
     """The repository (or branch) has no commit yet."""
 
 
+class BranchGone(GitragError):
+    """A branch asked for by name has no ref any more (deleted since a hook reported it)."""
+
+
 class EmbedderUnavailable(GitragError):
     """The embedder cannot be reached or loaded (dead Ollama, model not pulled, ...)."""
 

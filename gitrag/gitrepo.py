@@ -115,6 +115,16 @@ class GitRepo:
             raise EmptyRepository(f"branch {self.branch()!r} has no commit yet; commit something, then index")
         return head
 
+    def branch_tip(self, name: str) -> str | None:
+        """The commit id at the tip of local branch ``name`` (``refs/heads/<name>``), read
+        from the refs whatever is checked out; None when there is no such branch (deleted,
+        never created, or not a valid ref name)."""
+        try:
+            ref = self.repo.references.get(f"refs/heads/{name}")
+            return str(ref.peel(pygit2.Commit).id) if ref is not None else None
+        except (ValueError, KeyError, pygit2.GitError):
+            return None
+
     def has_commit(self, oid: str | None) -> bool:
         if not oid or oid == ZERO_OID:
             return False

@@ -33,7 +33,7 @@ from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
 from gitrag.chunking.model import TokenSpan
 from gitrag.embedders.base import embed_partial
-from gitrag.errors import EmbedderMismatch
+from gitrag.errors import BranchGone, EmbedderMismatch
 from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.policy import VERSION as POLICY_VERSION
@@ -130,14 +130,22 @@ class Indexer:
         return state_mod.variant(self.pipeline, self.ws.embedder.fingerprint)
 
     # -- entry point ------------------------------------------------------------
-    def sync(self, rebuild: bool = False) -> IndexSummary:
-        """Bring the current branch's index to HEAD. Raises EmptyRepository on an unborn
-        branch, EmbedderMismatch when the branch was indexed with another embedder (unless
+    def sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+        """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
+        index to the commit at its tip, whether or not it is checked out (a sync reads the
+        commit's tree from the object database, never the work tree). Raises
+        EmptyRepository on an unborn branch, BranchGone when ``branch`` has no ref,
+        EmbedderMismatch when the branch was indexed with another embedder (unless
         ``rebuild``), EmbedderUnavailable / StoreError when those fail (nothing advances)."""
         t0 = time.perf_counter()
         repo = self.ws.repo
-        head = repo.require_head()
-        name = repo.branch()
+        if branch is None:
+            head, name = repo.require_head(), repo.branch()
+        else:
+            tip = repo.branch_tip(branch)
+            if tip is None:
+                raise BranchGone(f"branch {branch!r} does not exist (any more); nothing to index")
+            head, name = tip, branch
         summary = IndexSummary(str(repo.root), name, head)
         journal = views.repair(self.ws)  # the store is shared: any branch's crash is repaired first
         repaired = set(journal.get(name, ()))

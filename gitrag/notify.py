@@ -12,6 +12,11 @@ It imports only the standard library (tests/test_hooks.py checks it):
     4. drop the event unless the repository is registered (``gitrag install``)
     5. send ``{"op": "notify"}`` with a 1 s timeout; when no daemon answers, append the
        event to the spool, which the daemon drains when it starts: no event is lost
+
+``--branch NAME`` (post-commit, post-merge, post-rewrite): the branch the hook ran on, read
+off HEAD by the hook itself before git returned, so the daemon syncs that branch even when
+HEAD has moved on by the time it runs. The event carries it as ``"branch"``; an event
+without one (a hook installed by an older gitrag, a detached HEAD) names the work tree only.
 """
 
 from __future__ import annotations
@@ -65,9 +70,22 @@ def locate(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
     return None
 
 
-def event(hook: str, hook_args: list[str], worktree: str, common_dir: str) -> dict[str, Any]:
-    """The notify request's args: which repository and work tree, and what happened."""
-    return {"repo": worktree, "common_dir": common_dir, "hook": hook, "args": hook_args, "time": round(time.time(), 3)}
+def event(hook: str, hook_args: list[str], worktree: str, common_dir: str, branch: str | None = None) -> dict[str, Any]:
+    """The notify request's args: which repository and work tree, what happened, and (when the
+    hook said, and the name is UTF-8: it travels as JSON) the branch it happened on."""
+    ev = {"repo": worktree, "common_dir": common_dir, "hook": hook, "args": hook_args, "time": round(time.time(), 3)}
+    if branch and _utf8(branch):
+        ev["branch"] = branch
+    return ev
+
+
+def _utf8(text: str) -> bool:
+    """False for a str holding surrogate escapes (argv bytes that were not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def deliver(ev: dict[str, Any]) -> str:
@@ -88,6 +106,7 @@ def run(argv: list[str]) -> str:
     """The notifier's work; returns what happened (``sent``, ``spooled`` or why nothing)."""
     parser = argparse.ArgumentParser(prog="gitrag notify", description="Hand a git hook event to the gitrag daemon.")
     parser.add_argument("--after-rebase", metavar="GITDIR", help="first wait until the rebase in GITDIR has ended")
+    parser.add_argument("--branch", metavar="NAME", help="the branch the hook ran on (its HEAD then)")
     parser.add_argument("hook")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     opts = parser.parse_args(argv)
@@ -103,7 +122,7 @@ def run(argv: list[str]) -> str:
 
     if not registry.is_registered(found[1]):
         return "not registered"
-    return deliver(event(opts.hook, opts.args, *found))
+    return deliver(event(opts.hook, opts.args, *found, branch=opts.branch))
 
 
 def _log_failure() -> None:

@@ -135,10 +135,11 @@ def test_sigterm_exits_cleanly_and_spools_what_is_still_queued(repo: Repo, daemo
     proc = daemons("--debounce", "60")
     reply = client.request("notify", repo=str(repo.path), hook="post-commit", args=[])
     assert reply["accepted"]
+    assert client.request("notify", repo=str(repo.path), hook="post-commit", args=[], branch="feature/ünï")["accepted"]
     assert stop_daemon(proc) == 0
     assert not protocol.socket_path().exists()
-    (event,) = spool.drain()
-    assert Path(event["repo"]) == repo.path.resolve()
+    (event,) = spool.drain()  # one work tree queued, with the branch its hook reported
+    assert Path(event["repo"]) == repo.path.resolve() and event["branch"] == "feature/ünï"
 
 
 def test_sigterm_lets_the_running_sync_finish(repo: Repo, daemons: Any) -> None:
@@ -301,3 +302,91 @@ def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> 
         assert ws.store.ids(main.collection, branch=main.view) == {r.point_id for r in ws.state.points("main")}
         assert gc.worktrees(repo.path / ".git") == [str(repo.path.resolve())]
         assert not gc.stale(GitRepo(repo.path), ws.state)
+
+
+def _branches(path: Path) -> dict[str, dict[str, Any]]:
+    """The daemon's status of every indexed branch of the repository at ``path``, by name."""
+    return {b["name"]: b for b in client.request("status", timeout=10.0, repo=str(path))["repos"][0]["branches"]}
+
+
+def _at_tips(path: Path, tips: dict[str, str]) -> dict[str, dict[str, Any]] | None:
+    """The branches once every one in ``tips`` is indexed at its tip (else None)."""
+    got = _branches(path)
+    done = all(name in got and got[name]["indexed_commit"] == tip and got[name]["up_to_date"]
+               for name, tip in tips.items())
+    return got if done else None
+
+
+@pytest.mark.parametrize(("left", "to", "new"), [("main", "feature/x", True), ("feature/ünï", "main", False)])
+def test_a_branch_left_right_after_a_commit_is_synced_to_its_tip(repo: Repo, daemons: Any, left: str, to: str,
+                                                                 new: bool) -> None:
+    repo.write("util.py", "def helper():\n    return 1\n")
+    repo.commit("first")
+    proc = daemons()
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    if left != "main":
+        repo.git("checkout", "-q", "-b", left)
+        _settle(repo.path, left, repo.head())
+
+    # the commit's hook fires, then HEAD moves on before the debounce ends
+    repo.write("ledger.py", "def reconcile_ledger_entries(rows):\n    return sorted(rows)\n")
+    tip = repo.commit("ledger")
+    repo.git("checkout", "-q", *(["-b"] if new else []), to)
+    got = wait_for(lambda: _at_tips(repo.path, {left: tip, to: repo.head()}),
+                   f"{left} (left) and {to} (checked out) indexed at their tips")
+    assert got[to]["current"] and not got[left]["current"]
+    assert client.request("status", repo=str(repo.path))["repos"][0]["last_error"] is None
+    text = gitrag("status", "--repo", str(repo.path)).stdout
+    assert ", head " not in text and text.count("up to date") == len(got)  # no branch shown behind
+
+    # the left branch's index (not a sync made when it is checked out again) finds the commit:
+    # with the daemon stopped, checking it out only spools an event, and ask runs in-process
+    assert stop_daemon(proc) == 0
+    repo.git("checkout", "-q", left)
+    answer = gitrag_json("ask", "reconcile_ledger_entries", "--repo", str(repo.path), "-k", "3", "--no-answer")
+    assert answer["branch"] == left and answer["commit"] == tip and answer["up_to_date"]
+    assert answer["results"][0]["symbol"] == "reconcile_ledger_entries"
+
+
+def _queue(path: Path) -> int:
+    return int(client.request("status", timeout=10.0, repo=str(path))["repos"][0]["queue"])
+
+
+def test_a_reported_branch_deleted_before_the_sync_is_dropped_quietly(repo: Repo, daemons: Any) -> None:
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    proc = daemons()
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    # a branch that never existed, straight over the socket (marked before the reply: the
+    # queue is not empty until its syncs ran); a malformed one is refused
+    reply = client.request("notify", repo=str(repo.path), hook="post-commit", args=[], branch="no/such/ünï")
+    assert reply["accepted"] and reply["queue"] >= 1
+    wait_for(lambda: _queue(repo.path) == 0, "the notified syncs to run")
+    for bad in (7, ""):
+        with pytest.raises(client.CommandError) as info:
+            client.request("notify", repo=str(repo.path), hook="post-commit", args=[], branch=bad)
+        assert info.value.kind == "BadArguments"
+    # the real hooks: a commit on a branch deleted at once. With the daemon down their events
+    # wait in the spool, so the restarted daemon surely sees the branch reported, and gone.
+    assert stop_daemon(proc) == 0
+    repo.git("checkout", "-q", "-b", "doomed/ünï")
+    repo.write("b.py", "def short_lived():\n    return 2\n")
+    repo.commit("on a branch about to go")
+    repo.git("checkout", "-q", "main")
+    repo.git("branch", "-q", "-D", "doomed/ünï")
+    events = wait_for(lambda: spool.pending() == 3 and spool.drain(), "the three hook events in the spool")
+    assert [e.get("branch") for e in events if e["hook"] == "post-commit"] == ["doomed/ünï"]
+    for event in events:
+        spool.append(event)
+    proc = daemons()
+    wait_for(lambda: spool.pending() == 0, "the spool drained")
+    wait_for(lambda: _queue(repo.path) == 0, "the spooled events' syncs to run")
+    # the daemon stays healthy: no error recorded, and the next commit on main is indexed
+    assert client.request("status", repo=str(repo.path))["repos"][0]["last_error"] is None
+    assert "doomed/ünï" not in _branches(repo.path)
+    repo.write("c.py", "def after_the_delete():\n    return 3\n")
+    head = repo.commit("main moves on")
+    wait_for(lambda: _at_tips(repo.path, {"main": head}), "main indexed at its tip")
+    assert client.request("ping")["pid"] == proc.pid
+    log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text()
+    assert "sync failed" not in log and "sync crashed" not in log and "Traceback" not in log

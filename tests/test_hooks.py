@@ -44,6 +44,11 @@ def _calls(log: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def _hook(argv: str) -> str:
+    """The hook name in a notifier call's argv (after ``-P -m gitrag.notify`` and its options)."""
+    return next(a for a in argv.split()[3:] if not a.startswith("--"))
+
+
 @pytest.fixture
 def hooked(repo: Repo, tmp_path: Path) -> tuple[Repo, Path]:
     """A repository with gitrag's hooks calling the stub interpreter; returns (repo, call log)."""
@@ -74,7 +79,7 @@ def test_commit_sends_one_detached_event_and_returns_at_once(repo: Repo, tmp_pat
     repo.commit("second")
     assert time.monotonic() - t0 < 2.0
     call = wait_for(lambda: _calls(log), "the notifier to run", deadline_s=10)[0]
-    assert call["argv"] == "-P -m gitrag.notify post-commit"
+    assert call["argv"] == "-P -m gitrag.notify --branch=main post-commit"
     assert Path(call["cwd"]).resolve() == repo.path.resolve()
     assert call["fds"] == "/dev/null /dev/null /dev/null"
 
@@ -108,15 +113,45 @@ def test_rebase_sends_nothing_until_its_end(hooked: tuple[Repo, Path]) -> None:
     wait_for(lambda: len(_calls(log)) >= before + 2 and _calls(log), "the rebase's events")
     time.sleep(0.5)  # not an assertion: lets a stray per-pick event arrive, which would fail below
     during = [c["argv"] for c in _calls(log)[before:]]
-    assert sorted(a.split()[3] if "--after-rebase" not in a else "after" for a in during) == ["after", "post-rewrite"]
-    assert any(a.endswith("post-rewrite rebase") for a in during)
+    assert sorted(_hook(a) if "--after-rebase" not in a else "after" for a in during) == ["after", "post-rewrite"]
+    assert "-P -m gitrag.notify --branch=topic post-rewrite rebase" in during  # HEAD is back on topic
 
 
 def test_amend_sends_post_commit_and_post_rewrite(hooked: tuple[Repo, Path]) -> None:
     repo, log = hooked
     repo.git("commit", "-q", "--amend", "-m", "amended")
     calls = wait_for(lambda: len(_calls(log)) >= 2 and _calls(log), "amend events")
-    assert sorted(c["argv"].split()[3] for c in calls) == ["post-commit", "post-rewrite"]
+    assert sorted(_hook(c["argv"]) for c in calls) == ["post-commit", "post-rewrite"]
+    assert all("--branch=main " in c["argv"] for c in calls)
+
+
+def test_hooks_name_the_branch_they_ran_on_without_starting_git(hooked: tuple[Repo, Path], tmp_path: Path) -> None:
+    """post-commit, post-merge and post-rewrite pass the branch HEAD is on (read off HEAD with
+    the shell's ``read``: a checkout right after the commit must not hide it), start no git
+    doing so (a `git` first on PATH records every call), and pass none on a detached HEAD."""
+    repo, log = hooked
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git_calls = tmp_path / "git-calls"
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {git_calls}\nexit 1\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**no_git_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    hooks = repo.path / ".git" / "hooks"
+    repo.git("checkout", "-q", "-b", "feature/ünï")
+    wait_for(lambda: _calls(log), "the checkout's event")
+    seen = len(_calls(log))
+    runs = [("post-commit",), ("post-merge", "0"), ("post-rewrite", "amend")]
+    for args in runs:
+        subprocess.run([str(hooks / args[0]), *args[1:]], cwd=repo.path, env=env, check=True)
+    repo.git("checkout", "-q", "--detach")
+    subprocess.run([str(hooks / "post-commit")], cwd=repo.path, env=env, check=True)
+    calls = wait_for(lambda: len(_calls(log)) >= seen + 5 and _calls(log), "the hooks' events")[seen:]
+    by_hook = sorted(c["argv"] for c in calls if _hook(c["argv"]) != "post-checkout")
+    assert by_hook == ["-P -m gitrag.notify --branch=feature/ünï post-commit",
+                       "-P -m gitrag.notify --branch=feature/ünï post-merge 0",
+                       "-P -m gitrag.notify --branch=feature/ünï post-rewrite amend",
+                       "-P -m gitrag.notify post-commit"]  # detached: no branch
+    assert not git_calls.exists()  # the branch cost no git process
 
 
 def test_legacy_hook_runs_first_with_its_exit_status(repo: Repo, tmp_path: Path) -> None:
@@ -164,6 +199,19 @@ def test_notify_spools_without_daemon_and_strips_git_env(repo: Repo) -> None:
     assert Path(event["repo"]) == repo.path.resolve()
     assert Path(event["common_dir"]) == (repo.path / ".git").resolve()
     assert "GIT_DIR" not in no_git_env({"GIT_DIR": "x", "GIT_SSH_COMMAND": "ssh", "HOME": "/h"})
+
+
+def test_notify_sends_the_branch_when_the_hook_names_one(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    registry.add(repo.path / ".git")
+    for branch in ("--branch=feature/ünï", b"--branch=bad-\xff-utf8", None):
+        argv = [sys.executable, "-m", "gitrag", "notify", *([branch] if branch else []), "post-commit"]
+        subprocess.run(argv, cwd=repo.path, check=True)
+    named, undecodable, old_hook = spool.drain()
+    assert named["branch"] == "feature/ünï" and named["hook"] == "post-commit"
+    # a name that cannot travel as JSON text, and an older hook's call: the work tree only
+    assert "branch" not in undecodable and "branch" not in old_hook and undecodable["hook"] == "post-commit"
 
 
 def test_notify_ignores_unregistered_repositories(repo: Repo) -> None:

@@ -199,6 +199,26 @@ def test_detached_head_is_indexed_as_its_own_view(base: Repo) -> None:
     assert "pkg/c.py" not in {p["path"] for p in snapshot(base.path).values()}
 
 
+def test_a_branch_not_checked_out_is_synced_to_its_tip(base: Repo, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.errors import BranchGone
+
+    base.write("pkg/c.py", "def delta(s):\n    return s.upper()\n")
+    tip = base.commit("add delta")
+    base.git("checkout", "-q", "-b", "feature/ünï", "HEAD~1")  # HEAD and the work tree elsewhere
+    assert not (base.path / "pkg/c.py").exists()
+    s = sync(base.path, branch="main")
+    assert (s.branch, s.commit, s.chunks_embedded, s.files_indexed) == ("main", tip, 1, 1)
+    with pytest.raises(BranchGone, match="no/such/ünï"):
+        sync(base.path, branch="no/such/ünï")
+    with open_workspace(base.path) as ws:
+        assert ws.state.branch("no/such/ünï") is None and ws.state.branch("feature/ünï") is None
+    base.git("checkout", "-q", "main")
+    again = sync(base.path)  # the checked-out sync finds main already at its tip
+    assert (again.previous_commit, again.chunks_embedded, again.points_upserted) == (tip, 0, 0)
+    assert_converged(base, tmp_path, monkeypatch)
+
+
 def test_dropped_collection_is_rebuilt_without_embedding(base: Repo) -> None:
     with open_workspace(base.path) as ws:
         branch = ws.state.branch("main")

@@ -163,6 +163,7 @@ ARGS: dict[str, Arg] = {
     "settings": Arg(dict),
     "common_dir": Arg(str, max_len=MAX_PATH_ARG),
     "hook": Arg(str, max_len=64),
+    "branch": Arg(str, max_len=MAX_PATH_ARG, nonblank=True),  # notify: the branch the hook ran on
     "args": Arg(list, max_len=64, items=str),
     "time": Arg((int, float)),
     "exclude": Arg(list, max_len=256, items=str),

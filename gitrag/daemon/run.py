@@ -106,6 +106,7 @@ async def _finish(service: Service) -> None:
         if isinstance(left, BaseException):
             log.error("worker did not stop cleanly", repo=worker.common_dir, error=repr(left))
             continue
-        for worktree in left:
-            spool.append({"repo": worktree, "common_dir": worker.common_dir, "hook": "daemon-stop",
-                          "args": [], "time": round(time.time(), 3)})
+        for worktree, branches in left.items():
+            for branch in branches or [None]:  # one event per reported branch: each is synced again
+                spool.append({"repo": worktree, "common_dir": worker.common_dir, "hook": "daemon-stop",
+                              "args": [], "time": round(time.time(), 3), **({"branch": branch} if branch else {})})

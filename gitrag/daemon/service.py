@@ -76,15 +76,17 @@ class Service:
             worker = self.workers[key] = RepoWorker(key, self._open)
         return worker, str(repo.root)
 
-    def accept(self, repo: str, **event: Any) -> dict[str, Any]:
-        """Take one hook event (from the socket or the spool): mark the work tree dirty and
-        (re)start its debounce timer. Events of unregistered repositories are declined."""
+    def accept(self, repo: str, branch: Any = None, **event: Any) -> dict[str, Any]:
+        """Take one hook event (from the socket or the spool): mark the work tree dirty, and
+        ``branch`` (the branch the hook ran on; absent from older hooks' events) for a sync
+        to its tip, and (re)start the debounce timer. Events of unregistered repositories
+        are declined."""
         worker, root = self.worker_for(repo)
         if not registry.is_registered(worker.common_dir):
             return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
-        worker.mark(root)
+        worker.mark(root, branch if isinstance(branch, str) and branch else None)
         self.debounce(worker.common_dir, worker.kick)
-        log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"))
+        log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"), branch=branch)
         return {"accepted": True, "queue": worker.queue()}
 
     def info(self) -> dict[str, Any]:
@@ -95,9 +97,9 @@ class Service:
         """``{"pid", "version", "uptime_s", "repos"}``."""
         return {**self.info(), "uptime_s": round(time.time() - self.started, 3), "repos": len(self.workers)}
 
-    async def cmd_notify(self, repo: str, **event: Any) -> dict[str, Any]:
-        """``{"accepted": bool, "queue"?: int, "reason"?: str}``."""
-        return self.accept(repo, **event)
+    async def cmd_notify(self, repo: str, branch: str | None = None, **event: Any) -> dict[str, Any]:
+        """``{"accepted": bool, "queue"?: int, "reason"?: str}``; ``branch``: see :meth:`accept`."""
+        return self.accept(repo, branch, **event)
 
     def check_settings(self, root: str, settings: dict[str, Any] | None) -> None:
         """Refuse a client whose result settings (GITRAG_EMBEDDER, ...) differ from the ones

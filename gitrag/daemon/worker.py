@@ -7,9 +7,14 @@ whose ``repo`` is that work tree (``Indexer(view).sync()``).
 
 Events only mark a work tree dirty; :meth:`RepoWorker.kick` starts one drain task that
 syncs each dirty work tree once and loops until none is dirty, so fifty events that
-arrive during (or before) a sync cost one more sync, not fifty. Syncs, gc and the opening
-of the workspace run on a one-thread executor (one at a time, in order); reads (ask,
-status) run on asyncio's default pool beside them (State and store are thread-safe).
+arrive during (or before) a sync cost one more sync, not fifty. An event may also name the
+branch its hook ran on (``git commit`` on ``main``, then at once ``git checkout -b x``):
+each branch so reported is synced to its own tip first, unless it is the one checked out
+then (the work tree's sync covers it) or its ref is gone (dropped quietly).
+
+Syncs, gc and the opening of the workspace run on a one-thread executor (one at a time, in
+order); reads (ask, status) run on asyncio's default pool beside them (State and store are
+thread-safe).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any, TypeVar
 import structlog
 
 from gitrag.daemon import memory
-from gitrag.errors import EmptyRepository, GitragError, NotARepository, StoreError
+from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
 
@@ -79,6 +84,7 @@ class RepoWorker:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sync-{Path(common_dir).parent.name}")
         self._task: asyncio.Task[None] | None = None
         self.dirty: dict[str, float] = {}  # work tree path -> time of its first unsynced event
+        self.reported: dict[str, dict[str, None]] = {}  # dirty work tree -> branches its hooks named, in order
         self.syncing: str | None = None  # the work tree being synced now
         self.indexing: str | None = None  # the work tree whose sync runs on the worker thread now
         self.progress: tuple[str, int, int] | None = None  # (stage, done, total) of that sync
@@ -190,8 +196,12 @@ class RepoWorker:
             self.last_used = time.monotonic()
 
     # -- events -----------------------------------------------------------------------
-    def mark(self, worktree: str) -> None:
+    def mark(self, worktree: str, branch: str | None = None) -> None:
+        """Queue a sync of ``worktree`` (its checked-out branch), and of ``branch`` (a
+        branch its hook ran on, which HEAD may have left since) to its tip."""
         self.dirty.setdefault(worktree, time.time())
+        if branch:
+            self.reported.setdefault(worktree, {})[branch] = None
 
     def queue(self) -> int:
         """Work trees waiting for a sync, plus the one being synced."""
@@ -207,26 +217,43 @@ class RepoWorker:
         while self.dirty and not self.stopping:
             worktree = next(iter(self.dirty))
             del self.dirty[worktree]
+            branches = list(self.reported.pop(worktree, ()))
             self.syncing = worktree
             try:
-                await self.serial(self.sync_now, worktree)
+                await self.serial(self.sync_dirty, worktree, branches)
             finally:
                 self.syncing = None
 
-    def sync_now(self, worktree: str) -> dict[str, Any] | None:
-        """Sync ``worktree``'s branch to its HEAD (worker thread); the summary, or None on failure."""
+    def sync_dirty(self, worktree: str, branches: list[str]) -> dict[str, Any] | None:
+        """One dirty work tree's syncs (worker thread): each reported branch to its tip, in the
+        order reported, except the one checked out now; then the checked-out branch to HEAD.
+        Returns the last one's summary (None on failure); a branch that no longer exists is
+        skipped quietly."""
+        try:
+            current: str | None = GitRepo(worktree).branch()
+        except GitragError:
+            current = None  # the work tree is gone: its sync below says so
+        for branch in branches:
+            if branch != current:
+                self.sync_now(worktree, branch)
+        return self.sync_now(worktree)
+
+    def sync_now(self, worktree: str, branch: str | None = None) -> dict[str, Any] | None:
+        """Sync ``worktree``'s branch to its HEAD, or ``branch`` to its tip (a branch not
+        checked out: the sync reads git objects only), on the worker thread; the summary, or
+        None on failure or when ``branch`` no longer exists."""
         from gitrag.indexer import Indexer
 
         written = 0
         try:
             def sync(ws: Workspace, progress: Callable[[str, int, int], None]) -> Any:
-                log_progress = sync_progress(worktree, ws.repo.branch())
+                log_progress = sync_progress(worktree, branch or ws.repo.branch())
 
                 def both(stage: str, done: int, total: int) -> None:
                     progress(stage, done, total)
                     log_progress(stage, done, total)
 
-                return Indexer(ws, both).sync()
+                return Indexer(ws, both).sync(branch=branch)
 
             with self.indexing_now(worktree) as progress:
                 summary = retry_while_locked(lambda: sync(self.workspace(worktree), progress))
@@ -237,16 +264,19 @@ class RepoWorker:
             self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
         except EmptyRepository:
             return None
+        except BranchGone:  # deleted since its hook ran (commit, then `git branch -D` at once)
+            log.info("reported branch gone", worktree=worktree, branch=branch)
+            return None
         except NotARepository as exc:
             log.info("work tree gone", worktree=worktree, error=str(exc))
             return None
         except GitragError as exc:
             self.stats["last_error"] = str(exc)
-            log.warning("sync failed", worktree=worktree, error=str(exc))
+            log.warning("sync failed", worktree=worktree, branch=branch, error=str(exc))
             return None
         except Exception as exc:  # a bug: keep serving the other repositories
             self.stats["last_error"] = repr(exc)
-            log.exception("sync crashed", worktree=worktree)
+            log.exception("sync crashed", worktree=worktree, branch=branch)
             return None
         finally:
             self.settle(written)
@@ -272,12 +302,13 @@ class RepoWorker:
         model = getattr(getattr(ws, "_embedder", None), "path", None)  # the static model's mapped vectors
         memory.release(getattr(store, "root", None), getattr(store, "_lock", None), databases, [model])
 
-    async def stop(self) -> list[str]:
-        """Let the running sync finish, start no other; returns the work trees still dirty."""
+    async def stop(self) -> dict[str, list[str]]:
+        """Let the running sync finish, start no other; returns the work trees still dirty,
+        each with the branches reported for it (see :meth:`mark`)."""
         self.stopping = True
         if self._task is not None:
             await asyncio.shield(self._task)
-        left = list(self.dirty)
+        left = {worktree: list(self.reported.get(worktree, ())) for worktree in self.dirty}
         await asyncio.get_running_loop().run_in_executor(self._executor, self.close)
         self._executor.shutdown(wait=True)
         return left
