@@ -207,7 +207,8 @@ def candidates(
             payload_of.setdefault(hit.id, hit.payload)
     else:
         payload_of = payloads(ids)
-    return [_candidate(i, payload_of[i], dense=dense_of.get(i), sparse=sparse_of.get(i)) for i in ids if i in payload_of]
+    return [_candidate(i, payload_of[i], dense=dense_of.get(i), sparse=sparse_of.get(i))
+            for i in ids if i in payload_of]
 
 
 def _candidate(point_id: str, payload: dict[str, Any], score: float = 0.0, **scores: float) -> ranking.Candidate:
