@@ -173,10 +173,11 @@ class Store(Protocol):
         ``prefetch`` candidates each, fused by reciprocal rank fusion with k = RRF_K
         (score = sum 1/(k + rank), rank counted from 0 in each prefetch list, as Qdrant
         does). ``with_payload=False``: ids and scores only (``Hit.payload`` is ``{}``),
-        the same hits in the same order with the same scores; reading payloads costs
-        tens of microseconds a hit, so a deep list read for its scores skips them and
-        fetches the few it needs with :meth:`payloads`. Raises ValueError when neither
-        vector is given, StoreError when the collection is missing."""
+        the same hits in the same order with the same scores (qdrant-client's local mode:
+        its numpy cosines may differ in the last bit between any two calls); a payload
+        costs about 10 µs a hit in Qdrant Edge, so a deep list read for its scores skips
+        them and fetches the few it needs with :meth:`payloads`. Raises ValueError when
+        neither vector is given, StoreError when the collection is missing."""
 
     def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
         """The payloads of the points ``ids`` as ``{point id: payload}`` (the payload a
