@@ -1,14 +1,15 @@
 """Question -> ranked, citable code locations.
 
     analyse the question (gitrag.ranking.query), embed it (dense), take its code-aware terms (sparse)
-    -> two store queries, the dense and the sparse list -> gitrag.ranking (fusion, stages, top k)
+    -> two store queries, the dense and the sparse list (ids and scores), and the payloads of
+       each list's top PREFETCH by id -> gitrag.ranking (fusion, stages, top k)
     -> snippets read back from the git object database by (blob id, byte range)
     -> freshness: the commit answered from, HEAD now, work-tree files not in the index
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -167,29 +168,47 @@ def _ranked(
     ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
     off: frozenset[str],
 ) -> list[Result]:
-    """The dense and the sparse list, fetched separately, through gitrag.ranking."""
+    """The dense and the sparse list, fetched separately, through gitrag.ranking.
+
+    Each list is read ``SCORE_DEPTH`` deep without payloads (ids and scores); only the
+    candidates, each list's top ``PREFETCH``, get theirs, in one request by id."""
     row = ws.state.branch(branch)
     coll, view = row.collection, row.view
     top = max(PREFETCH, k)
     depth = max(SCORE_DEPTH, top)
-    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view)
-    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view) if terms else []
-    cands = candidates(dense_hits, sparse_hits, top)
+    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view,
+                                 with_payload=False)
+    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
+                                  with_payload=False) if terms else []
+    cands = candidates(dense_hits, sparse_hits, top, payloads=lambda ids: ws.store.payloads(coll, ids))
     ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 
 
-def candidates(dense_hits: list[Hit], sparse_hits: list[Hit], top: int) -> list[ranking.Candidate]:
+def candidates(
+    dense_hits: list[Hit], sparse_hits: list[Hit], top: int,
+    payloads: Callable[[list[str]], dict[str, dict[str, Any]]] | None = None,
+) -> list[ranking.Candidate]:
     """The chunks in the first ``top`` of either list (best-first hits, read deeper than
-    ``top``), each with its raw score from both lists wherever the list returned it at any
-    depth: ``dense`` cosine, ``sparse`` BM25-like dot product; None only beyond the list."""
+    ``top``), dense list first, each with its raw score from both lists wherever the list
+    returned it at any depth: ``dense`` cosine, ``sparse`` BM25-like dot product; None only
+    beyond the list.
+
+    Payloads come from the hits, or, given ``payloads`` (point ids -> ``{id: payload}``,
+    as :meth:`gitrag.store.base.Store.payloads`), from one call for the candidates' ids,
+    for lists read without payloads; a candidate whose point is gone by then (deleted
+    by a sync between the two requests) is left out."""
     dense_of = {h.id: float(h.score) for h in dense_hits}
     sparse_of = {h.id: float(h.score) for h in sparse_hits}
-    cands: dict[str, ranking.Candidate] = {}
-    for hit in dense_hits[:top] + sparse_hits[:top]:
-        if hit.id not in cands:
-            cands[hit.id] = _candidate(hit.id, hit.payload, dense=dense_of.get(hit.id), sparse=sparse_of.get(hit.id))
-    return list(cands.values())
+    ids = list(dict.fromkeys(h.id for h in dense_hits[:top] + sparse_hits[:top]))
+    payload_of: dict[str, dict[str, Any]] = {}
+    if payloads is None:
+        for hit in dense_hits[:top] + sparse_hits[:top]:
+            payload_of.setdefault(hit.id, hit.payload)
+    else:
+        payload_of = payloads(ids)
+    return [_candidate(i, payload_of[i], dense=dense_of.get(i), sparse=sparse_of.get(i))
+            for i in ids if i in payload_of]
 
 
 def _candidate(point_id: str, payload: dict[str, Any], score: float = 0.0, **scores: float) -> ranking.Candidate:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from gitrag import ranking
 from gitrag.ranking import Candidate, expand, query_identifiers
-from gitrag.retrieval import ask, search
+from gitrag.retrieval import PREFETCH, SCORE_DEPTH, _Lookup, ask, candidates, search
 from gitrag.sparse import query_vector, term_id, terms, with_path
 from gitrag.store import SearchFilter
 from gitrag.workspace import open_workspace
@@ -177,3 +180,73 @@ def test_ask_files_ranks_files_with_their_best_chunks(indexed: Repo) -> None:
     assert first["score"] == first["chunks"][0]["score"] >= data["files"][1]["score"]
     assert set(first["chunks"][0]) == {"start_line", "end_line", "symbol", "kind", "score"}
     assert {f["path"] for f in data["files"]} <= {"net/retry.py", "net/client.py", "docs/guide.md"}
+
+
+# -- deep scores read without payloads -----------------------------------------------------
+
+WORDS = ("retry", "backoff", "session", "cart", "quantity", "token", "cache", "queue", "worker", "parse",
+         "render", "config", "socket", "buffer", "schema")
+
+
+@pytest.fixture(params=["embedded", "server"])
+def many(request: pytest.FixtureRequest, repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+    """Well over SCORE_DEPTH chunks (each a function using three of WORDS), in the embedded
+    Qdrant Edge store or qdrant-client's local mode, so each list's top PREFETCH is a part
+    of what SCORE_DEPTH reads and many candidates sit below PREFETCH in the other list."""
+    if request.param == "server":
+        monkeypatch.setenv("GITRAG_QDRANT_URL", f"path:{tmp_path / 'qdrant-local'}")
+    for f in range(40):
+        body = ""
+        for j in range(10):
+            a, b, c = (WORDS[(f * 7 + j * n) % len(WORDS)] for n in (1, 2, 5))
+            body += (f"def {a}_{b}_{f}_{j}({c}):\n    \"\"\"Handle the {a} of a {b} with its {c}.\"\"\"\n"
+                     f"    return {c}.{a}({b}_{j})\n\n\n")
+        repo.write(f"pkg/m{f}.py", body)
+    repo.commit("many chunks")
+    index(repo.path)
+    return repo
+
+
+def test_deep_scores_read_without_payloads_rank_exactly_as_full_lists(many: Repo) -> None:
+    """The payload-free deep lists + payloads by id give the candidates, ranking and scores
+    the lists read 300 deep with payloads gave (the path before payloads were skipped)."""
+    questions = ("how is the retry backoff of a session handled", "cart quantity token", "where is parse_render_3_1",
+                 "worker queue socket buffer schema config cache")
+    with open_workspace(many.path) as ws:
+        row = ws.state.branch(ws.repo.branch())
+        # qdrant-client's local mode computes cosines with numpy, whose sums can differ in the
+        # last bit from one call to the next (two identical searches with payloads, too)
+        exact = ws.store.kind == "embedded"
+        deep = 0
+        for question in questions:
+            query = ranking.analyse(question)
+            dense = ws.embedder.embed_query(query.dense_text)
+            terms = query_vector(question, query.term_weights)
+            lists = [ws.store.search(row.collection, dense=d, sparse=s, limit=SCORE_DEPTH, branch=row.view,
+                                     **extra)
+                     for extra in ({}, {"with_payload": False}) for d, s in ((dense, None), (None, terms))]
+            assert len(lists[0]) == len(lists[2]) == SCORE_DEPTH  # read that deep (the sparse list: as far as
+            assert len(lists[1]) == len(lists[3]) > PREFETCH  # chunks share a term with the question)
+            old = candidates(lists[0], lists[1], PREFETCH)
+            new = candidates(lists[2], lists[3], PREFETCH, payloads=lambda ids: ws.store.payloads(row.collection, ids))
+            assert len(old) > PREFETCH and all(c.payload for c in new)
+            assert same(new, old, exact)
+            in_both = {h.id for h in lists[0][:PREFETCH]} & {h.id for h in lists[1][:PREFETCH]}
+            deep += sum(c.dense is not None and c.sparse is not None and c.key not in in_both for c in old)
+            want = ranking.rank(query, old, 20, _Lookup(ws, row.name, None))
+            got = search(ws, question, k=20, merge=False)
+            assert [(r.point_id, r.path, r.start_line) for r in got] == [(c.key, c.path, c.start_line) for c in want]
+            assert [r.score for r in got] == ([round(c.score, 6) for c in want] if exact else
+                                              pytest.approx([c.score for c in want], abs=2e-6))
+        assert deep > 0  # some candidates kept a score from below the other list's top PREFETCH
+
+
+def same(new: list[Candidate], old: list[Candidate], exact: bool) -> bool:
+    """Equal candidates; scores equal to the bit, or (``exact=False``) to 1e-12."""
+    if exact:
+        return new == old
+    assert [(c.key, c.payload, c.dense is None, c.sparse is None) for c in new] == \
+        [(c.key, c.payload, c.dense is None, c.sparse is None) for c in old]
+    pairs = [(n.dense, o.dense) for n, o in zip(new, old) if o.dense is not None]
+    pairs += [(n.sparse, o.sparse) for n, o in zip(new, old) if o.sparse is not None]
+    return [a for a, _ in pairs] == pytest.approx([b for _, b in pairs], rel=1e-12, abs=1e-12)

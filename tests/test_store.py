@@ -196,6 +196,26 @@ def test_payload_is_stored_as_given(corpus: Store) -> None:
         assert not {"text", "content", "source", "snippet"} & hit.payload.keys()
 
 
+@pytest.mark.parametrize(("dense", "terms"), [(unit(1), None), (None, SparseVec([7, 8], [1.0, 1.0])),
+                                             (unit(1), SparseVec([8, 9], [1.0, 1.0]))])
+def test_a_search_without_payloads_gives_the_same_hits_bare(corpus: Store, dense: Any, terms: Any) -> None:
+    """Ids and scores only, the same hits in the same order, in every mode and under a scope."""
+    for scope, branch in ((None, None), (SearchFilter(path_prefix="src/"), "main")):
+        full = corpus.search(COLL, branch=branch, dense=dense, sparse=terms, limit=5, scope=scope)
+        bare = corpus.search(COLL, branch=branch, dense=dense, sparse=terms, limit=5, scope=scope, with_payload=False)
+        assert full and all(h.payload for h in full)
+        assert [(h.id, h.score, h.payload) for h in bare] == [(h.id, h.score, {}) for h in full]
+
+
+def test_payloads_by_id_are_the_ones_a_search_returns(corpus: Store) -> None:
+    hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=5)
+    wanted = [hits[3].id, hits[0].id, pid("missing")]
+    assert corpus.payloads(COLL, wanted) == {h.id: h.payload for h in (hits[0], hits[3])}  # the missing id left out
+    assert corpus.payloads(COLL, []) == {}
+    with pytest.raises(StoreError, match="does not exist"):
+        corpus.payloads("gabc_none", wanted)
+
+
 # -- search ---------------------------------------------------------------------------
 
 

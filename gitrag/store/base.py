@@ -46,6 +46,11 @@ class PointRecord:
 
 @dataclass(frozen=True)
 class Hit:
+    """One search result: the point ``id`` (UUID string), its ``score`` (cosine in [-1, 1]
+    for a dense search, the IDF-weighted dot product (>= 0) for a sparse one, the RRF sum
+    for a hybrid one; higher is better) and its ``payload`` (see the module doc), ``{}``
+    when the search was made with ``with_payload=False``."""
+
     id: str
     score: float
     payload: dict[str, Any] = field(default_factory=dict)
@@ -158,14 +163,27 @@ class Store(Protocol):
         branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
+        with_payload: bool = True,
     ) -> list[Hit]:
-        """Best-first hits with payloads, among the points ``branch`` sees (required: None
-        searches every branch, for tools and tests only).
+        """At most ``limit`` hits, best first, among the points ``branch`` sees (required:
+        None searches every branch, for tools and tests only) and inside ``scope``.
 
-        Only ``dense`` given: nearest by cosine. Only ``sparse``: dot product with IDF.
-        Both: one query, dense and sparse prefetches of ``prefetch`` candidates each,
-        fused by reciprocal rank fusion with k = RRF_K (score = sum 1/(k + rank), rank
-        counted from 0 in each prefetch list, as Qdrant does)."""
+        Only ``dense`` given (float32 (dim,), L2-normalised): nearest by cosine. Only
+        ``sparse``: dot product with IDF. Both: one query, dense and sparse prefetches of
+        ``prefetch`` candidates each, fused by reciprocal rank fusion with k = RRF_K
+        (score = sum 1/(k + rank), rank counted from 0 in each prefetch list, as Qdrant
+        does). ``with_payload=False``: ids and scores only (``Hit.payload`` is ``{}``),
+        the same hits in the same order with the same scores (qdrant-client's local mode:
+        its numpy cosines may differ in the last bit between any two calls); a payload
+        costs about 10 µs a hit in Qdrant Edge, so a deep list read for its scores skips
+        them and fetches the few it needs with :meth:`payloads`. Raises ValueError when
+        neither vector is given, StoreError when the collection is missing."""
+
+    def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The payloads of the points ``ids`` as ``{point id: payload}`` (the payload a
+        search with payloads returns); ids that do not exist are left out. One request,
+        for the tens of points a ranking keeps. Raises StoreError when the collection is
+        missing."""
 
     def flush(self, name: str) -> None: ...
 

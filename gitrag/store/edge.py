@@ -118,7 +118,8 @@ def _in_branch(where: Filter | None, branch: BranchView | str | None) -> Filter 
 
 
 def _request(
-    dense: np.ndarray | None, sparse: SparseVec | None, limit: int, prefetch: int, where: Filter | None
+    dense: np.ndarray | None, sparse: SparseVec | None, limit: int, prefetch: int, where: Filter | None,
+    with_payload: bool = True,
 ) -> QueryRequest:
     dense_q = Query.Nearest(dense_list(dense), using=DENSE) if dense is not None else None
     sparse_q = (
@@ -133,12 +134,12 @@ def _request(
             Prefetch(limit=prefetch, query=sparse_q, filter=where),
         ]
         return QueryRequest(
-            limit=limit, prefetches=prefetches, query=Fusion.Rrf(k=RRF_K), filter=where, with_payload=True
+            limit=limit, prefetches=prefetches, query=Fusion.Rrf(k=RRF_K), filter=where, with_payload=with_payload
         )
     query = dense_q if dense_q is not None else sparse_q
     if query is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
-    return QueryRequest(limit=limit, query=query, filter=where, with_payload=True)
+    return QueryRequest(limit=limit, query=query, filter=where, with_payload=with_payload)
 
 
 def _free_bytes(folder: Path) -> int:
@@ -385,14 +386,27 @@ class EdgeStore:
         branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
+        with_payload: bool = True,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
-        request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch))
+        request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch), with_payload)
         with self._lock:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
                 scored = shard.query(request)
+        if not with_payload:
+            return [Hit(str_id(p.id), float(p.score)) for p in scored]
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in scored]
+
+    def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Payloads by point id (see :meth:`gitrag.store.base.Store.payloads`): one ``retrieve``."""
+        if not ids:
+            return {}
+        with self._lock:
+            shard = self._shard(name)
+            with translate(f"collection {self._dir(name)}"):
+                records = shard.retrieve(list(ids), True, False)
+        return {str_id(r.id): dict(r.payload or {}) for r in records}
 
     # -- durability ----------------------------------------------------------------
 

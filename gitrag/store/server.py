@@ -265,13 +265,24 @@ class ServerStore:
         branch: BranchView | str | None,
         prefetch: int = 40,
         scope: SearchFilter | None = None,
+        with_payload: bool = True,
     ) -> list[Hit]:
         """Best-first hits (see :meth:`gitrag.store.base.Store.search`); ValueError if no vector."""
         where = _in_branch(_filter(scope), branch)
         args = _query_args(dense, sparse, prefetch, where)
         with self._lock, self._translate(name):
-            result = self._client.query_points(name, limit=limit, query_filter=where, with_payload=True, **args)
+            result = self._client.query_points(name, limit=limit, query_filter=where, with_payload=with_payload, **args)
+        if not with_payload:
+            return [Hit(str_id(p.id), float(p.score)) for p in result.points]
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Payloads by point id (see :meth:`gitrag.store.base.Store.payloads`): one ``retrieve``."""
+        if not ids:
+            return {}
+        with self._lock, self._translate(name):
+            records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
+        return {str_id(r.id): dict(r.payload or {}) for r in records}
 
     # -- durability ----------------------------------------------------------------
 
