@@ -496,7 +496,8 @@ def test_fingerprints_differ_across_model_prefix_and_dim(stub: OllamaStub) -> No
     assert reprefixed.fingerprint != nomic.fingerprint
     stub.models["all-minilm:latest"] = StubModel("bert", 256, 512)
     assert make(stub, "all-minilm").fingerprint != minilm.fingerprint
-    assert LocalEmbedder().fingerprint not in prints | {HashEmbedder().fingerprint}
+    # the in-process models (static needs no extra) name themselves apart from Ollama's
+    assert create(Settings(embedder="static")).fingerprint not in prints | {HashEmbedder().fingerprint}
 
 
 def test_embed_partial_works_for_embedders_without_partial_support() -> None:
