@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-QUESTION = "where are the git hooks installed and how is a hook that was already there kept"
+#: The demo's question, in a file .gitragignore keeps out of the index (else it answers itself).
+QUESTION = (ROOT / "scripts" / "demo-question.txt").read_text(encoding="utf-8").strip()
 STEPS = ("index", "reindex", "ask", "ask-json", "index-json", "status", "status-json", "gc", "gc-json",
          "doctor", "doctor-json", "install", "uninstall")
 
