@@ -53,7 +53,7 @@ def cli(verbose: int) -> None:
       gitrag install                       # keep it current from git hooks and a background daemon
 
     Configuration: GITRAG_* environment variables, .gitrag.toml in the repository, or
-    ~/.config/gitrag/config.toml (see README).
+    ~/.config/gitrag/config.toml (or the file GITRAG_CONFIG names; see README).
     """
     from gitrag import logs
 

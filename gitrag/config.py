@@ -1,8 +1,15 @@
 """Settings and file locations.
 
-Precedence, lowest to highest: defaults, ``$XDG_CONFIG_HOME/gitrag/config.toml`` (or
-``$GITRAG_HOME/config.toml``), the repository's ``.gitrag.toml``, ``GITRAG_*`` environment
-variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (tests use it).
+Precedence, lowest to highest: defaults, the user config (:func:`config_file`), the
+repository's ``.gitrag.toml``, ``GITRAG_*`` environment variables.
+
+The user config is the file ``GITRAG_CONFIG`` names (it must exist: a typo is an error,
+not a silently ignored file), else ``$XDG_CONFIG_HOME/gitrag/config.toml`` (default
+``~/.config/gitrag/config.toml``), whether or not ``GITRAG_HOME`` is set.
+``GITRAG_HOME`` moves every file gitrag *writes* (data, state, socket, logs) below one
+folder (tests use it); it is never where settings are read from. A ``config.toml`` left in
+``$GITRAG_HOME`` (where an older gitrag read it) is ignored with one warning naming the
+file that is read instead.
 Ollama's own ``OLLAMA_HOST`` is honoured when nothing above sets ``ollama_host`` (the user
 config or ``GITRAG_OLLAMA_HOST``): it is where the user's Ollama tools already look.
 
@@ -142,8 +149,25 @@ def data_root() -> Path:
 
 
 def config_file() -> Path:
+    """The user config file: ``$GITRAG_CONFIG`` (absolute, ``~`` expanded) when set, else
+    ``$XDG_CONFIG_HOME/gitrag/config.toml`` (default ``~/.config/gitrag/config.toml``).
+    Independent of GITRAG_HOME. The file need not exist (see :func:`load_settings`)."""
+    named = os.environ.get("GITRAG_CONFIG", "")
+    if named:
+        return Path(named).expanduser().absolute()
+    return _xdg("XDG_CONFIG_HOME", ".config") / "gitrag" / "config.toml"
+
+
+def stale_config_file() -> Path | None:
+    """``$GITRAG_HOME/config.toml`` when it exists and is not :func:`config_file`: where an
+    older gitrag read settings from; it is ignored now (one warning). None otherwise."""
     home = gitrag_home()
-    return home / "config.toml" if home else _xdg("XDG_CONFIG_HOME", ".config") / "gitrag" / "config.toml"
+    if home is None:
+        return None
+    old = home / "config.toml"
+    if not os.path.lexists(old) or os.path.abspath(old) == os.path.abspath(config_file()):
+        return None
+    return old
 
 
 def runtime_dir() -> Path:
@@ -298,10 +322,20 @@ def mismatch(mine: dict[str, object], theirs: dict[str, object]) -> str | None:
 
 
 def load_settings(repo_root: Path | None = None) -> Settings:
-    """Settings for a repository (or none): defaults < user config < .gitrag.toml < env."""
+    """Settings for a repository (or none): defaults < user config < .gitrag.toml < env.
+
+    ``sources`` names what was read, in order: file paths, ``environment``, ``OLLAMA_HOST``.
+    Raises ConfigError for a bad value, an unreadable file, or a ``GITRAG_CONFIG`` naming no file."""
     settings = Settings()
     sources: list[str] = []
-    layers: list[tuple[Path, Path | None]] = [(config_file(), None)]
+    user = config_file()
+    if os.environ.get("GITRAG_CONFIG") and not os.path.lexists(user):
+        raise ConfigError(f"GITRAG_CONFIG names {user}, which does not exist; create it or unset GITRAG_CONFIG")
+    stale = stale_config_file()
+    if stale is not None:
+        _warn(f"ignored: settings are read from {user}, not from GITRAG_HOME; move the file there "
+              f"(or set GITRAG_CONFIG={stale})", file=str(stale))
+    layers: list[tuple[Path, Path | None]] = [(user, None)]
     if repo_root is not None:
         layers.append((Path(repo_root) / ".gitrag.toml", Path(repo_root)))
     host_set = False
