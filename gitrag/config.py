@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from gitrag.errors import ConfigError
+from gitrag.errors import ConfigError, NotWritable
 
 # environment variable -> settings field
 _ENV = {
@@ -135,6 +135,49 @@ def private_data_dir(path: Path) -> Path:
         if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(folder, stat.S_IMODE(st.st_mode) & 0o700)
     return path
+
+
+def not_writable(folder: Path, exc: OSError) -> str:
+    """One line saying that ``folder`` (or GITRAG_HOME, when it lies below it) cannot be
+    written, why (``exc``'s errno text: "Read-only file system", "Permission denied") and
+    what to do."""
+    home = gitrag_home()
+    why = exc.strerror or str(exc)
+    where = exc.filename or folder
+    if home is not None and (folder == home or home in Path(folder).parents):
+        return (f"GITRAG_HOME {home} is not writable: {why} ({where}); make it writable or set "
+                f"GITRAG_HOME to a folder you can write")
+    return f"{folder} is not writable: {why} ({where}); make it writable or set GITRAG_HOME to a folder you can write"
+
+
+def refused(exc: OSError) -> str:
+    """One line for an OSError of a read-only file system or a missing permission: as
+    :func:`not_writable` for a path below GITRAG_HOME, else naming the path and the errno text."""
+    home = gitrag_home()
+    where = Path(os.fsdecode(exc.filename)) if exc.filename else None
+    if home is not None and where is not None and (where == home or home in where.parents):
+        return not_writable(home, exc)
+    return (f"the system refused {where or 'a file'}: {exc.strerror or exc}; check its permissions and that "
+            f"its file system is mounted read-write")
+
+
+def check_writable() -> None:
+    """Create (0700) and write a probe file in every folder gitrag writes: the data root,
+    the state folder, the runtime folder. Raises NotWritable (one line, see
+    :func:`not_writable`) at the first that fails; nothing is left behind but the folders."""
+    import tempfile
+
+    for folder in (data_root(), state_dir(), runtime_dir()):
+        try:
+            private_mkdir(folder)
+        except OSError as exc:
+            raise NotWritable(not_writable(folder, exc)) from None
+        try:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".gitrag-probe-")
+        except OSError as exc:  # name the folder, not the random probe name
+            raise NotWritable(not_writable(folder, OSError(exc.errno, exc.strerror, os.fspath(folder)))) from None
+        os.close(fd)
+        os.unlink(probe)
 
 
 def _xdg(var: str, default: str) -> Path:

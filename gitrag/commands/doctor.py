@@ -161,8 +161,8 @@ def check_config(settings: Settings) -> Check:
     """Which user config file was read (or would be: it may not exist), then the other sources
     of ``settings`` in order; warns about a ``$GITRAG_HOME/config.toml``, which is not read."""
     user = config.config_file()
-    how = "GITRAG_CONFIG" if os.environ.get("GITRAG_CONFIG") else "the user config"
-    found = f"read {user} ({how})" if str(user) in settings.sources else f"no {how} at {user} (defaults)"
+    how = "GITRAG_CONFIG" if os.environ.get("GITRAG_CONFIG") else "user config"
+    found = f"read {user} ({how})" if str(user) in settings.sources else f"no user config file at {user} (defaults)"
     others = [s for s in settings.sources if s != str(user)]
     detail = found + (f"; then {', '.join(others)}" if others else "")
     stale = config.stale_config_file()
@@ -175,7 +175,10 @@ def check_config(settings: Settings) -> Check:
 def check_lag(repo: GitRepo) -> list[Check]:
     from gitrag.state import State
 
-    state = State(config.repo_data_dir(repo.common_dir))
+    try:
+        state = State(config.repo_data_dir(repo.common_dir))
+    except GitragError as exc:  # unreadable state or cache (a read-only home): one failed check, not the end
+        return [Check("lag", "fail", str(exc))]
     try:
         branches = state.branches()
     finally:
