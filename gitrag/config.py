@@ -163,11 +163,15 @@ def refused(exc: OSError) -> str:
 
 def check_writable() -> None:
     """Create (0700) and write a probe file in every folder gitrag writes: the data root,
-    the state folder, the runtime folder. Raises NotWritable (one line, see
-    :func:`not_writable`) at the first that fails; nothing is left behind but the folders."""
+    the state folder, and the runtime folder when it lies in GITRAG_HOME (a shared one,
+    ``/tmp/gitrag-<uid>``, is checked for ownership where the socket is made). Raises
+    NotWritable (one line, see :func:`not_writable`) at the first that fails; nothing is
+    left behind but the folders."""
     import tempfile
 
-    for folder in (data_root(), state_dir(), runtime_dir()):
+    home = gitrag_home()
+    run = runtime_dir()
+    for folder in (data_root(), state_dir(), *([run] if home is not None and home in run.parents else [])):
         try:
             private_mkdir(folder)
         except OSError as exc:

@@ -102,7 +102,7 @@ def test_uninstall_on_a_read_only_home_removes_the_hooks_and_says_what_it_could_
     assert proc.stderr == _not_writable(_home(), "Read-only file system", state / "repos.json.lock").rstrip("\n") + (
         f"; {common} is still registered with the daemon: run `gitrag uninstall` again once it is writable\n")
     assert f"removed {hooks / 'post-commit'}" in proc.stdout.splitlines()
-    assert f"restored your hook post-commit from post-commit.legacy" in proc.stdout.splitlines()
+    assert "restored your hook post-commit from post-commit.legacy" in proc.stdout.splitlines()
     assert {k: v[:2] for k, v in _snapshot(hooks).items()} == before  # the hooks part is undone
     assert registry.is_registered(common)
     record("`gitrag uninstall` with a read-only GITRAG_HOME", "hooks removed and listed; one line saying the "
