@@ -53,7 +53,7 @@ def cli(verbose: int) -> None:
       gitrag install                       # keep it current from git hooks and a background daemon
 
     Configuration: GITRAG_* environment variables, .gitrag.toml in the repository, or
-    ~/.config/gitrag/config.toml (see README).
+    ~/.config/gitrag/config.toml (or the file GITRAG_CONFIG names; see README).
     """
     from gitrag import logs
 
@@ -299,10 +299,15 @@ def _exit(fn: Callable[[], int]) -> None:
 
 def _os_error(exc: OSError) -> int:
     """A path the system refuses as too long is the user's to fix (a deep GITRAG_HOME, a long
-    XDG folder): one line saying what to set. Any other OSError is a bug."""
+    XDG folder), and so is a read-only file system or a missing permission: one line saying
+    what to set or fix. Any other OSError is a bug."""
+    from gitrag import config, output
+
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        output.error(config.refused(exc))
+        return EXIT_ERROR
     if exc.errno != errno.ENAMETOOLONG:
         return _internal_error()
-    from gitrag import output
 
     output.error(f"a path is too long for the system: {exc.filename or exc}; set GITRAG_HOME "
                  f"(or XDG_DATA_HOME, XDG_STATE_HOME) to a shorter folder")

@@ -1,8 +1,15 @@
 """Settings and file locations.
 
-Precedence, lowest to highest: defaults, ``$XDG_CONFIG_HOME/gitrag/config.toml`` (or
-``$GITRAG_HOME/config.toml``), the repository's ``.gitrag.toml``, ``GITRAG_*`` environment
-variables. ``GITRAG_HOME`` moves every file gitrag writes below one folder (tests use it).
+Precedence, lowest to highest: defaults, the user config (:func:`config_file`), the
+repository's ``.gitrag.toml``, ``GITRAG_*`` environment variables.
+
+The user config is the file ``GITRAG_CONFIG`` names (it must exist: a typo is an error,
+not a silently ignored file), else ``$XDG_CONFIG_HOME/gitrag/config.toml`` (default
+``~/.config/gitrag/config.toml``), whether or not ``GITRAG_HOME`` is set.
+``GITRAG_HOME`` moves every file gitrag *writes* (data, state, socket, logs) below one
+folder (tests use it); it is never where settings are read from. A ``config.toml`` left in
+``$GITRAG_HOME`` (where an older gitrag read it) is ignored with one warning naming the
+file that is read instead.
 Ollama's own ``OLLAMA_HOST`` is honoured when nothing above sets ``ollama_host`` (the user
 config or ``GITRAG_OLLAMA_HOST``): it is where the user's Ollama tools already look.
 
@@ -26,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from gitrag.errors import ConfigError
+from gitrag.errors import ConfigError, NotWritable
 
 # environment variable -> settings field
 _ENV = {
@@ -130,6 +137,53 @@ def private_data_dir(path: Path) -> Path:
     return path
 
 
+def not_writable(folder: Path, exc: OSError) -> str:
+    """One line saying that ``folder`` (or GITRAG_HOME, when it lies below it) cannot be
+    written, why (``exc``'s errno text: "Read-only file system", "Permission denied") and
+    what to do."""
+    home = gitrag_home()
+    why = exc.strerror or str(exc)
+    where = exc.filename or folder
+    if home is not None and (folder == home or home in Path(folder).parents):
+        return (f"GITRAG_HOME {home} is not writable: {why} ({where}); make it writable or set "
+                f"GITRAG_HOME to a folder you can write")
+    return f"{folder} is not writable: {why} ({where}); make it writable or set GITRAG_HOME to a folder you can write"
+
+
+def refused(exc: OSError) -> str:
+    """One line for an OSError of a read-only file system or a missing permission: as
+    :func:`not_writable` for a path below GITRAG_HOME, else naming the path and the errno text."""
+    home = gitrag_home()
+    where = Path(os.fsdecode(exc.filename)) if exc.filename else None
+    if home is not None and where is not None and (where == home or home in where.parents):
+        return not_writable(home, exc)
+    return (f"the system refused {where or 'a file'}: {exc.strerror or exc}; check its permissions and that "
+            f"its file system is mounted read-write")
+
+
+def check_writable() -> None:
+    """Create (0700) and write a probe file in every folder gitrag writes: the data root,
+    the state folder, and the runtime folder when it lies in GITRAG_HOME (a shared one,
+    ``/tmp/gitrag-<uid>``, is checked for ownership where the socket is made). Raises
+    NotWritable (one line, see :func:`not_writable`) at the first that fails; nothing is
+    left behind but the folders."""
+    import tempfile
+
+    home = gitrag_home()
+    run = runtime_dir()
+    for folder in (data_root(), state_dir(), *([run] if home is not None and home in run.parents else [])):
+        try:
+            private_mkdir(folder)
+        except OSError as exc:
+            raise NotWritable(not_writable(folder, exc)) from None
+        try:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".gitrag-probe-")
+        except OSError as exc:  # name the folder, not the random probe name
+            raise NotWritable(not_writable(folder, OSError(exc.errno, exc.strerror, os.fspath(folder)))) from None
+        os.close(fd)
+        os.unlink(probe)
+
+
 def _xdg(var: str, default: str) -> Path:
     value = os.environ.get(var)
     return Path(value) if value and os.path.isabs(value) else Path.home() / default
@@ -142,8 +196,25 @@ def data_root() -> Path:
 
 
 def config_file() -> Path:
+    """The user config file: ``$GITRAG_CONFIG`` (absolute, ``~`` expanded) when set, else
+    ``$XDG_CONFIG_HOME/gitrag/config.toml`` (default ``~/.config/gitrag/config.toml``).
+    Independent of GITRAG_HOME. The file need not exist (see :func:`load_settings`)."""
+    named = os.environ.get("GITRAG_CONFIG", "")
+    if named:
+        return Path(named).expanduser().absolute()
+    return _xdg("XDG_CONFIG_HOME", ".config") / "gitrag" / "config.toml"
+
+
+def stale_config_file() -> Path | None:
+    """``$GITRAG_HOME/config.toml`` when it exists and is not :func:`config_file`: where an
+    older gitrag read settings from; it is ignored now (one warning). None otherwise."""
     home = gitrag_home()
-    return home / "config.toml" if home else _xdg("XDG_CONFIG_HOME", ".config") / "gitrag" / "config.toml"
+    if home is None:
+        return None
+    old = home / "config.toml"
+    if not os.path.lexists(old) or os.path.abspath(old) == os.path.abspath(config_file()):
+        return None
+    return old
 
 
 def runtime_dir() -> Path:
@@ -298,10 +369,20 @@ def mismatch(mine: dict[str, object], theirs: dict[str, object]) -> str | None:
 
 
 def load_settings(repo_root: Path | None = None) -> Settings:
-    """Settings for a repository (or none): defaults < user config < .gitrag.toml < env."""
+    """Settings for a repository (or none): defaults < user config < .gitrag.toml < env.
+
+    ``sources`` names what was read, in order: file paths, ``environment``, ``OLLAMA_HOST``.
+    Raises ConfigError for a bad value, an unreadable file, or a ``GITRAG_CONFIG`` naming no file."""
     settings = Settings()
     sources: list[str] = []
-    layers: list[tuple[Path, Path | None]] = [(config_file(), None)]
+    user = config_file()
+    if os.environ.get("GITRAG_CONFIG") and not os.path.lexists(user):
+        raise ConfigError(f"GITRAG_CONFIG names {user}, which does not exist; create it or unset GITRAG_CONFIG")
+    stale = stale_config_file()
+    if stale is not None:
+        _warn(f"ignored: settings are read from {user}, not from GITRAG_HOME; move the file there "
+              f"(or set GITRAG_CONFIG={stale})", file=str(stale))
+    layers: list[tuple[Path, Path | None]] = [(user, None)]
     if repo_root is not None:
         layers.append((Path(repo_root) / ".gitrag.toml", Path(repo_root)))
     host_set = False

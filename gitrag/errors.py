@@ -62,3 +62,8 @@ class NotIndexed(GitragError):
 
 class ConfigError(GitragError):
     """A configuration value is invalid."""
+
+
+class NotWritable(GitragError):
+    """A folder gitrag must write (GITRAG_HOME, or the XDG data/state/runtime folders) is
+    read-only or not the user's to write."""

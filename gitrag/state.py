@@ -185,6 +185,34 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _refusal(path: Path) -> str | None:
+    """Why the system, not the file, keeps SQLite from opening ``path``: its folder is on a
+    read-only file system, or the folder (or the file, its ``-wal``/``-shm``) is not this
+    user's to write. None when nothing says so (then the file itself is the suspect)."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"{folder} is on a read-only file system"
+    except OSError:
+        pass
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by this user (uid {os.getuid()})"
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if os.path.exists(name) and not os.access(name, os.R_OK | os.W_OK):
+            return f"{name} is not readable and writable by this user (uid {os.getuid()})"
+    return None
+
+
+def _cannot_open(path: Path, exc: sqlite3.DatabaseError, corrupt_advice: str) -> str:
+    """The one-line message for a SQLite file that does not open: the refusal when the system
+    refuses (the file is fine, keep it), else ``corrupt_advice`` (the file is damaged)."""
+    refusal = _refusal(path)
+    if refusal is not None:
+        return (f"cannot open {path} ({exc}): {refusal}, and gitrag writes there; remount it read-write, fix "
+                f"the permissions, or set GITRAG_HOME to a folder you can write (the file itself is fine: keep it)")
+    return f"cannot open {path}: {exc}; {corrupt_advice}"
+
+
 @contextmanager
 def _disk_errors(path: Path) -> Iterator[None]:
     """SQLite's "database or disk is full" and "disk I/O error" as a StateError saying what to do."""
@@ -216,7 +244,7 @@ class VectorCache:
                 self.db = _connect(self.path)
                 self.db.executescript(_CACHE_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot open {self.path}: {exc}; move it away (vectors are embedded again)") from None
+            raise StateError(_cannot_open(self.path, exc, "move it away (vectors are embedded again)")) from None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -332,7 +360,7 @@ class State:
                 if self.db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0] == 0:
                     self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot open {self.path}: {exc}; move it away and run `gitrag index` to rebuild") from None
+            raise StateError(_cannot_open(self.path, exc, "move it away and run `gitrag index` to rebuild")) from None
         self._inode = os.stat(self.path).st_ino
 
     def _check_version(self, reset: bool) -> None:

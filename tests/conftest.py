@@ -14,12 +14,15 @@ from tests.gitutil import Repo
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """No test writes to the real home directory: HOME, XDG_* and GITRAG_HOME point to tmp."""
+    """No test writes to (or reads settings from) the real home directory: HOME,
+    XDG_CONFIG_HOME and GITRAG_HOME point to tmp; the other XDG_* and GITRAG_* are unset."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GITRAG_HOME", str(home / "gitrag"))
     for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(var, raising=False)
+    # the user config is read from here whatever GITRAG_HOME says: never the real ~/.config
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     for var in [v for v in os.environ if v.startswith("GITRAG_") and v != "GITRAG_HOME"]:
         monkeypatch.delenv(var)
     monkeypatch.setenv("GITRAG_EMBEDDER", "hash")

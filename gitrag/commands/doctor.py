@@ -4,7 +4,8 @@ Checks: git version; hooks installed, registered, runnable (LF line ends, compar
 bytes) and not shadowed (core.hooksPath, a missing interpreter); daemon reachable (and
 events waiting in the spool); embedder usable (Ollama: a valid host, server reachable and
 model pulled; static and local: model files checked, nothing loaded); store writable;
-index lag per branch.
+which config files were read (and a stale ``$GITRAG_HOME/config.toml`` that is not); index
+lag per branch.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
 """
 
@@ -156,10 +157,28 @@ def check_store(repo: GitRepo, settings: Settings) -> Check:
     return Check("store", status, f"{settings.store_kind}, {data_dir} writable, {free_gb:.1f} GB free")
 
 
+def check_config(settings: Settings) -> Check:
+    """Which user config file was read (or would be: it may not exist), then the other sources
+    of ``settings`` in order; warns about a ``$GITRAG_HOME/config.toml``, which is not read."""
+    user = config.config_file()
+    how = "GITRAG_CONFIG" if os.environ.get("GITRAG_CONFIG") else "user config"
+    found = f"read {user} ({how})" if str(user) in settings.sources else f"no user config file at {user} (defaults)"
+    others = [s for s in settings.sources if s != str(user)]
+    detail = found + (f"; then {', '.join(others)}" if others else "")
+    stale = config.stale_config_file()
+    if stale is not None:
+        return Check("config", "warn", f"{stale} is not read (GITRAG_HOME holds data, not settings); {detail}",
+                     f"mv {stale} {user}")
+    return Check("config", "ok", detail)
+
+
 def check_lag(repo: GitRepo) -> list[Check]:
     from gitrag.state import State
 
-    state = State(config.repo_data_dir(repo.common_dir))
+    try:
+        state = State(config.repo_data_dir(repo.common_dir))
+    except GitragError as exc:  # unreadable state or cache (a read-only home): one failed check, not the end
+        return [Check("lag", "fail", str(exc))]
     try:
         branches = state.branches()
     finally:
@@ -189,7 +208,8 @@ def doctor(repo: str, as_json: bool) -> int:
     """Run every check; print one line each (or ``{"ok", "checks": [...]}``)."""
     r = GitRepo(repo)
     settings = config.load_settings(r.workdir)
-    checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings)]
+    checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings),
+              check_config(settings)]
     checks += check_lag(r)
     ok = all(c.status != "fail" for c in checks)
     if as_json:

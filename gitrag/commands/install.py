@@ -5,17 +5,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gitrag import output
+from gitrag import config, output
 from gitrag.daemon import client, launch, registry
 from gitrag.daemon import systemd as unit
-from gitrag.errors import EXIT_OK, EmptyRepository
+from gitrag.errors import EXIT_OK, EmptyRepository, NotWritable
 from gitrag.gitrepo import GitRepo
 from gitrag.install import PRIVATE_DIR, Target, explain, find_target, install_hooks, uninstall_hooks
 
 
 def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
-    """Hooks -> registry -> daemon -> first index; prints each change (nothing on a re-run)."""
+    """Hooks -> registry -> daemon -> first index; prints each change (nothing on a re-run).
+    Raises NotWritable before any hook is written when GITRAG_HOME (or the XDG folders) cannot be written."""
     r = GitRepo(repo)
+    config.check_writable()  # the registry, the daemon and the index need it: check before touching a hook
     target = find_target(r)
     changes = install_hooks(target)
     _say(changes or [f"hooks already installed in {target.folder}"])
@@ -30,7 +32,8 @@ def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
 
 def uninstall(repo: str) -> int:
     """Remove the hooks (restoring what they replaced) and forget the repository; when no
-    repository is left, remove the systemd unit and stop the daemon."""
+    repository is left, remove the systemd unit and stop the daemon. What cannot be done (a
+    read-only GITRAG_HOME: the registry) is said after what was, then raises NotWritable."""
     r = GitRepo(repo)
     target = find_target(r)
     key = str(r.common_dir.resolve())
@@ -46,8 +49,13 @@ def uninstall(repo: str) -> int:
             changes += uninstall_hooks(folder)
     if target.explain is not None:
         changes.append(f"remove the lines calling {target.folder} from the hooks in {target.explain}")
-    if registry.remove(r.common_dir):
-        changes.append(f"unregistered {r.common_dir}")
+    try:  # read first: a repository never registered needs no write (an install that failed)
+        if registry.is_registered(r.common_dir) and registry.remove(r.common_dir):
+            changes.append(f"unregistered {r.common_dir}")
+    except OSError as exc:
+        _say(changes)
+        raise NotWritable(f"{config.not_writable(registry.registry_path().parent, exc)}; {r.common_dir} is still "
+                          f"registered with the daemon: run `gitrag uninstall` again once it is writable") from None
     if not registry.load():
         changes += unit.uninstall()
         pid = launch.stop()

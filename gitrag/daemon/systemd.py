@@ -2,7 +2,8 @@
 
 The template is the package's ``systemd/gitrag.service`` (the repository's top-level
 ``systemd/``); :func:`render` puts the installing interpreter in ``ExecStart`` and, when
-set, ``GITRAG_HOME`` in the environment, so the service and the CLI agree on every path.
+set, ``GITRAG_HOME``, ``GITRAG_CONFIG`` and ``XDG_CONFIG_HOME`` in the environment, so the
+service and the CLI agree on every path and read the same user config.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def unit_path() -> Path:
 
 
 def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -> str:
-    """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME if set."""
+    """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME,
+    GITRAG_CONFIG and XDG_CONFIG_HOME if set (the last two: which user config is read)."""
     env = os.environ if env is None else env
     text = (resources.files("gitrag") / "systemd" / UNIT).read_text(encoding="utf-8")
     lines = []
@@ -49,8 +51,9 @@ def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -
         if line.startswith("ExecStart="):
             line = f"ExecStart={shlex.quote(python)} -m gitrag daemon"
         lines.append(line)
-        if line.startswith("Environment=PYTHONUNBUFFERED") and env.get("GITRAG_HOME"):
-            lines.append(f"Environment={shlex.quote('GITRAG_HOME=' + env['GITRAG_HOME'])}")
+        if line.startswith("Environment=PYTHONUNBUFFERED"):
+            lines += [f"Environment={shlex.quote(f'{var}={env[var]}')}"
+                      for var in ("GITRAG_HOME", "GITRAG_CONFIG", "XDG_CONFIG_HOME") if env.get(var)]
     return "\n".join(lines) + f"\n{MARK}\n"
 
 
