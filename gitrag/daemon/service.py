@@ -122,7 +122,8 @@ class Service:
         worker, root = self.worker_for(repo)
         if not registry.is_registered(worker.common_dir):
             return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
-        if registry.follow(worker.common_dir) is not None:  # its folder was moved: registered where it is
+        if worker.common_dir not in registry.load() and registry.follow(worker.common_dir) is not None:
+            # its folder was moved: registered where it is now
             log.info("registered repository moved", repo=worker.common_dir)
         worker.mark(root, branch if isinstance(branch, str) and branch else None)
         self.debounce(worker.common_dir, worker.kick)

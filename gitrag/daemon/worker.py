@@ -110,8 +110,10 @@ class RepoWorker:
     # -- the workspace ---------------------------------------------------------------
     @property
     def repo_id(self) -> str | None:
-        """The repository's id (its data folder's, once open); None when not known yet."""
-        return self._ws.repo_id if self._ws is not None else self._repo_id
+        """The id in the repository's git dir (read again once the workspace is open: a new
+        repository gets its id, a copied one a forked id, then); None when it has none (not
+        indexed yet, or a git dir that cannot be written)."""
+        return self._repo_id
 
     def alive(self) -> bool:
         """Whether the repository is still where this worker serves it (not moved, not deleted)."""
@@ -146,7 +148,7 @@ class RepoWorker:
             if self._ws is None:
                 self._ws = self._opener(Path(worktree), rebuild=rebuild)
                 self._ws.embedder  # noqa: B018  load it here, so every view shares it
-                self._repo_id = self._ws.repo_id
+                self._repo_id = identity.read_id(Path(self.common_dir)) or self._repo_id
             return replace(self._ws, repo=GitRepo(worktree))
 
     def _discard(self) -> None:
