@@ -6,7 +6,9 @@
   leave the store (the manifest stays: the next sync puts them back with no embedding);
 * shared manifest rows, symbol rows and cached vectors that nothing references are deleted
   (the vector cache is shared: every repository's manifests count);
-* :func:`drop_gone_repositories`: data folders of repositories that no longer exist.
+* :func:`drop_gone_repositories`: data folders of repositories that no longer exist;
+* the daemon's registry: entries of moved repositories follow them, entries of repositories
+  that no longer exist are dropped (:func:`gitrag.daemon.registry.prune`).
 """
 
 from __future__ import annotations
@@ -76,10 +78,14 @@ def drop_gone_repositories(ws: Workspace) -> list[str]:
 
 def collect(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[str, Any]:
     """One full pass; returns ``{"deleted", "dropped", "vectors_deleted", "sparse_deleted",
-    "repositories_dropped", "bytes_before", "bytes_after"}`` (bytes on disk of the
-    repository's collections and state)."""
+    "repositories_dropped", "registrations_pruned", "bytes_before", "bytes_after"}`` (bytes
+    on disk of the repository's collections and state; ``registrations_pruned``: the
+    registry's ``[{"repo", "moved_to"}]`` changes, ``moved_to`` None for a dropped entry)."""
+    from gitrag.daemon import registry
+
     before = disk_bytes(ws)
     result: dict[str, Any] = {"deleted": drop_deleted(ws), "dropped": drop_expired(ws, checked_out)}
+    result["registrations_pruned"] = registry.prune() if cache else []
     result["repositories_dropped"] = drop_gone_repositories(ws) if cache else []
     vectors, sparse_rows = ws.state.gc_cache(sparse.VERSION, other_states(ws)) if cache else (0, 0)
     result.update(vectors_deleted=vectors, sparse_deleted=sparse_rows, bytes_before=before, bytes_after=disk_bytes(ws))

@@ -28,6 +28,9 @@ def gc(repo: str, as_json: bool) -> int:
     output.out.print(f"idle branches taken out of the store (back from the cache on use): {dropped}")
     gone = ", ".join(result.get("repositories_dropped", [])) or "none"
     output.out.print(f"data of repositories that no longer exist dropped: {gone}")
+    pruned = [c["repo"] + (f" -> {c['moved_to']}" if c.get("moved_to") else " (gone)")
+              for c in result.get("registrations_pruned", [])]
+    output.out.print(f"daemon registry entries pruned: {', '.join(pruned) or 'none'}")
     output.out.print(f"cache entries deleted: {result['vectors_deleted']} vectors, {result['sparse_deleted']} sparse")
     output.out.print(f"disk: {result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB")
     return EXIT_OK

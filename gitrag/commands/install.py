@@ -22,6 +22,8 @@ def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
     changes = install_hooks(target)
     _say(changes or [f"hooks already installed in {target.folder}"])
     _hooks_path_notes(target)
+    _say_pruned(registry.prune())
+    config.repo_data_dir(r.common_dir)  # gives the repository its id, which the registry records
     if registry.add(r.common_dir, target.folder):
         output.info(f"registered {r.common_dir} with the daemon")
     _ensure_daemon(unit.available() if use_systemd is None else use_systemd)
@@ -37,6 +39,7 @@ def uninstall(repo: str) -> int:
     r = GitRepo(repo)
     target = find_target(r)
     key = str(r.common_dir.resolve())
+    _say_pruned(registry.prune())  # moved or deleted repositories are not "left"
     recorded = registry.load().get(key, {}).get("hooks")
     folders = {target.folder, r.common_dir / "hooks", r.common_dir / PRIVATE_DIR}
     folders |= {Path(recorded)} if recorded else set()
@@ -63,6 +66,13 @@ def uninstall(repo: str) -> int:
             changes.append(f"stopped the gitrag daemon (pid {pid}): no repository is registered any more")
     _say(changes or ["nothing to remove"])
     return EXIT_OK
+
+
+def _say_pruned(changes: list[dict[str, str | None]]) -> None:
+    for change in changes:
+        moved = change["moved_to"]
+        output.info(f"registered {change['repo']} moved to {moved}" if moved else
+                    f"forgot {change['repo']}: that repository no longer exists")
 
 
 def _say(lines: list[str]) -> None:

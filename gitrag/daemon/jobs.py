@@ -3,10 +3,12 @@
 * debounce: an event (re)arms a one-shot job per repository ``debounce_s`` later, but
   never later than ``max_delay_s`` after the first event of a burst; the job kicks the
   worker, which syncs every dirty work tree once
-* reconcile, every ``reconcile_s`` and at start: drain the spool, then mark every work
-  tree of every registered repository whose branch is behind its HEAD (catches what hooks
-  never saw: commits while the daemon was down, ``git reset``, a fetch into a branch)
-* gc, every ``gc_s``: see :mod:`gitrag.daemon.gc`
+* reconcile, every ``reconcile_s`` and at start: drain the spool, prune the registry
+  (moved repositories follow, gone ones are dropped: :func:`registry.prune`), stop the
+  workers of repositories that no longer exist, then mark every work tree of every
+  registered repository whose branch is behind its HEAD (catches what hooks never saw:
+  commits while the daemon was down, ``git reset``, a fetch into a branch)
+* gc, every ``gc_s``: the same worker stop, then see :mod:`gitrag.daemon.gc`
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ class Jobs:
                 self.service.accept(**{k: v for k, v in event.items() if k != "op"})
             except (GitragError, TypeError) as exc:
                 log.info("spooled event dropped", repo=event.get("repo"), error=str(exc))
+        for change in await asyncio.to_thread(registry.prune):
+            log.info("registry pruned", repo=change["repo"], moved_to=change["moved_to"])
+        await self.service.forget_gone()
         for common_dir in registry.load():
             try:
                 behind = await asyncio.to_thread(_behind, common_dir)
@@ -88,6 +93,7 @@ class Jobs:
 
     async def gc(self) -> None:
         """Close idle workspaces, drop expired collections; release the model when all are closed."""
+        await self.service.forget_gone()
         for key, worker in list(self.service.workers.items()):
             if worker.busy or worker.dirty or worker.syncing or not worker.is_open:
                 continue

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from gitrag import __version__, config
+from gitrag import __version__, config, identity
 from gitrag.daemon import registry
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
@@ -67,14 +67,52 @@ class Service:
             self._embedders.clear()
 
     def worker_for(self, path: str | Path) -> tuple[RepoWorker, str]:
-        """The worker of the repository at ``path`` and the work tree's root.
+        """The worker of the repository at ``path`` and the work tree's root. A repository
+        whose folder was moved keeps its worker (see :meth:`_moved_worker`).
         Raises NotARepository."""
         repo = GitRepo(path)
         key = str(repo.common_dir)
         worker = self.workers.get(key)
         if worker is None:
+            worker = self._moved_worker(key, str(repo.root))
+        if worker is None:
             worker = self.workers[key] = RepoWorker(key, self._open)
         return worker, str(repo.root)
+
+    def _moved_worker(self, key: str, root: str) -> RepoWorker | None:
+        """The worker of this repository at its old place, moved to ``key`` (the folder was
+        moved: the old path no longer holds the id); None when there is none. A second
+        worker would open the same data folder, whose store the first one holds."""
+        repo_id = identity.read_id(Path(key))
+        if repo_id is None:
+            return None
+        for old, worker in list(self.workers.items()):
+            if worker.repo_id != repo_id or registry.holds(old, repo_id):
+                continue
+            del self.workers[old]
+            worker.rehome(key, root)
+            self.workers[key] = worker
+            log.info("repository moved", old=old, new=key, registry=registry.follow(key) is not None)
+            return worker
+        return None
+
+    async def forget_gone(self) -> list[str]:
+        """Stop the workers of repositories that no longer exist (moved away and never asked
+        for at the new place, or deleted) with nothing in flight: their workspaces close
+        (shards, SQLite, the store's locks). Returns their git dirs."""
+        gone = []
+        for key, worker in list(self.workers.items()):
+            if worker.alive() or worker.busy or worker.dirty or worker.syncing:
+                continue
+            del self.workers[key]
+            try:
+                await worker.stop()
+            except GitragError as exc:
+                log.info("closing a gone repository's workspace", repo=key, error=str(exc))
+            gone.append(key)
+        if gone:
+            log.info("repositories gone", repos=gone)
+        return gone
 
     def accept(self, repo: str, branch: Any = None, **event: Any) -> dict[str, Any]:
         """Take one hook event (from the socket or the spool): mark the work tree dirty, and
@@ -84,6 +122,9 @@ class Service:
         worker, root = self.worker_for(repo)
         if not registry.is_registered(worker.common_dir):
             return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
+        if worker.common_dir not in registry.load() and registry.follow(worker.common_dir) is not None:
+            # its folder was moved: registered where it is now
+            log.info("registered repository moved", repo=worker.common_dir)
         worker.mark(root, branch if isinstance(branch, str) and branch else None)
         self.debounce(worker.common_dir, worker.kick)
         log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"), branch=branch)

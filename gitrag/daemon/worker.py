@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from gitrag import identity
 from gitrag.daemon import memory
 from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreError
 from gitrag.gitrepo import GitRepo
@@ -53,21 +54,31 @@ T = TypeVar("T")
 STAGES = {"chunk": "chunking files", "embed": "embedding chunks", "store": "writing points",
           "restore": "restoring points"}
 LOCK_WAIT_S = 120.0  # how long a daemon waits for a store another process holds (a CLI command)
+LOCK_BACKOFF_S = (0.2, 5.0)  # the first pause between tries, doubled up to the second
 
 
-def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WAIT_S) -> T:
-    """``fn(*args)``, tried again every 0.2 s for up to ``wait_s`` while it fails because the
+def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WAIT_S,
+                       alive: Callable[[], bool] | None = None) -> T:
+    """``fn(*args)``, tried again for up to ``wait_s`` seconds while it fails because the
     embedded store is open in another process (a CLI command that began before this daemon
-    ran holds it for a moment): the daemon waits its turn instead of failing the request."""
+    ran holds it for a moment): the daemon waits its turn instead of failing the request.
+    The pauses double from 0.2 s to 5 s, one log line says it waits, and it stops at once
+    (re-raising) when ``alive()`` turns false: the repository is gone, nothing to wait for."""
     deadline = time.monotonic() + wait_s
+    pause, cap = LOCK_BACKOFF_S
+    said = False
     while True:
         try:
             return fn(*args)
         except StoreError as exc:
-            if "is open in another process" not in str(exc) or time.monotonic() > deadline:
+            if "is open in another process" not in str(exc) or time.monotonic() > deadline \
+                    or (alive is not None and not alive()):
                 raise
-            log.info("the store is open in another process; waiting", error=str(exc))
-            time.sleep(0.2)
+            if not said:
+                log.info("the store is open in another process; waiting", error=str(exc), wait_s=wait_s)
+                said = True
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 2, cap)
 
 
 CLOSE_AFTER_POINTS = 5_000  # a sync that wrote this many points reopens the shards from disk
@@ -80,6 +91,7 @@ class RepoWorker:
         self.common_dir = common_dir
         self._opener = opener
         self._ws: Workspace | None = None
+        self._repo_id = identity.read_id(Path(common_dir))  # kept: after a move the old path has none
         self._ws_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"sync-{Path(common_dir).parent.name}")
         self._task: asyncio.Task[None] | None = None
@@ -96,6 +108,32 @@ class RepoWorker:
         self.stats: dict[str, Any] = {"syncs": 0, "last_sync": None, "last_error": None}
 
     # -- the workspace ---------------------------------------------------------------
+    @property
+    def repo_id(self) -> str | None:
+        """The id in the repository's git dir (read again once the workspace is open: a new
+        repository gets its id, a copied one a forked id, then); None when it has none (not
+        indexed yet, or a git dir that cannot be written)."""
+        return self._repo_id
+
+    def alive(self) -> bool:
+        """Whether the repository is still where this worker serves it (not moved, not deleted)."""
+        from gitrag.daemon import registry
+
+        return registry.holds(self.common_dir, self.repo_id)
+
+    def rehome(self, common_dir: str, worktree: str) -> None:
+        """Serve the repository from its new place after its folder was moved: the open
+        Workspace (its store, its shard locks, the warm model) is kept, its data folder
+        records the new git dir, and queued syncs of work trees that are gone are dropped."""
+        with self._ws_lock:
+            self.common_dir = common_dir
+            if self._ws is not None:
+                self._ws = replace(self._ws, repo=GitRepo(worktree))
+                identity.record(self._ws.data_dir, Path(common_dir))
+        for path in [p for p in self.dirty if not Path(p).exists()]:
+            self.dirty.pop(path, None)
+            self.reported.pop(path, None)
+
     def workspace(self, worktree: str | Path, rebuild: bool = False) -> Workspace:
         """A view of the repository's Workspace on ``worktree`` (its HEAD, its branch).
 
@@ -110,6 +148,7 @@ class RepoWorker:
             if self._ws is None:
                 self._ws = self._opener(Path(worktree), rebuild=rebuild)
                 self._ws.embedder  # noqa: B018  load it here, so every view shares it
+                self._repo_id = identity.read_id(Path(self.common_dir)) or self._repo_id
             return replace(self._ws, repo=GitRepo(worktree))
 
     def _discard(self) -> None:
@@ -147,7 +186,7 @@ class RepoWorker:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
-        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args))
+        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args, alive=self.alive))
 
     def catching_up(self, worktree: str) -> str | None:
         """What the daemon is doing for ``worktree`` now (``indexing it now (embedding chunks:
@@ -256,7 +295,7 @@ class RepoWorker:
                 return Indexer(ws, both).sync(branch=branch)
 
             with self.indexing_now(worktree) as progress:
-                summary = retry_while_locked(lambda: sync(self.workspace(worktree), progress))
+                summary = retry_while_locked(lambda: sync(self.workspace(worktree), progress), alive=self.alive)
             written = summary.points_upserted
             # counted before the memory is given back, so a client that sees the index at
             # HEAD also sees the sync counted
