@@ -118,12 +118,15 @@ def _first_index(r: GitRepo) -> None:
             from gitrag.indexer import Indexer
             from gitrag.workspace import open_workspace
 
+            from gitrag import index_lock
+
             ws = open_workspace(r.root)
-            try:
-                with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
-                    summary = Indexer(ws, progress).sync().to_json()
-            finally:
-                ws.close()
+            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+                try:
+                    with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
+                        summary = Indexer(ws, progress).sync().to_json()
+                finally:
+                    ws.close()
     except client.CommandError as exc:
         if exc.kind != EmptyRepository.__name__:
             raise
