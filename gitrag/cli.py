@@ -326,7 +326,19 @@ def _internal_error() -> int:
     return EXIT_INTERNAL
 
 
+def _tolerant_streams() -> None:
+    """Let stdout and stderr print any text: a character their encoding cannot hold
+    (``PYTHONIOENCODING=ascii``, a C locale, a path's undecodable byte) is written as a
+    backslash escape (``\\xe8``) instead of crashing the command. JSON output escapes it
+    as JSON does instead (``gitrag.output.emit_json``)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
+    _tolerant_streams()
     if sys.argv[1:2] == ["notify"] and not {"-h", "--help"} & set(sys.argv[2:3]):
         # the hook path: no click parsing, no logging set-up (help is click's, like every command's)
         from gitrag.notify import main as notify_main

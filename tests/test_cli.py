@@ -284,3 +284,19 @@ def test_a_repository_folder_that_is_not_utf8_is_one_clear_line(tmp_path: Path) 
         err = done.stderr.decode("utf-8", "replace").strip()
         assert done.returncode == 1, err
         assert len(err.splitlines()) == 1 and "r\\xffp is not valid UTF-8" in err and "rename the folder" in err
+
+
+def test_output_an_encoding_cannot_hold_still_prints(repo: Repo) -> None:
+    repo.write("dessert.py", 'def creme():\n    """crème brûlée index"""\n    return "é"\n')
+    repo.commit("a dessert")
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    run = [sys.executable, "-m", "gitrag", "ask", "crème brûlée index", "-k", "1"]
+    human = subprocess.run(run, cwd=repo.path, env=env, capture_output=True, timeout=300)
+    assert human.returncode == 0, human.stderr
+    assert b'"""cr\\xe8me br\\xfbl\\xe9e index"""' in human.stdout  # escaped, not lost
+    machine = subprocess.run([*run, "--json"], cwd=repo.path, env=env, capture_output=True, timeout=300)
+    assert machine.returncode == 0, machine.stderr
+    machine.stdout.decode("ascii")  # every byte fits the encoding asked for
+    data = json.loads(machine.stdout)
+    assert data["question"] == "crème brûlée index" and "crème brûlée" in data["results"][0]["snippet"]
