@@ -85,7 +85,7 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
               help="hybrid fuses the dense (embedding) and sparse (BM25 terms) lists and ranks them; dense or sparse alone for comparison.")
 @click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
-              "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, text, ...")
+              "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, ini or text.")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
               help="Leave out paths matching this gitignore-style glob (repeatable), e.g. 'docs/**', '*.md', 'tests/'.")
 @click.option("--files", "files", is_flag=True,
@@ -110,7 +110,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     question, path, exclude = _text(question), _repo_path(path), tuple(_repo_path(g) for g in exclude)
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
-    lang = lang.lower()
+    lang = _language(lang)
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
 
 
@@ -265,6 +265,18 @@ def _repo_path(value: str) -> str:
     from gitrag.gitrepo import decode_path
 
     return decode_path(os.fsencode(value))
+
+
+def _language(value: str) -> str:
+    """``--lang``, lower-cased; a usage error (exit 2) listing the known names when it is none
+    of the languages files are indexed as (``gitrag.chunking.languages.LANGUAGES``)."""
+    lang = value.strip().lower()
+    if lang:
+        from gitrag.chunking.languages import LANGUAGES
+
+        if lang not in LANGUAGES:
+            raise click.BadParameter(f"unknown language {value!r}; known: {', '.join(LANGUAGES)}", param_hint="--lang")
+    return lang
 
 
 def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:

@@ -191,11 +191,33 @@ def test_a_bad_number_says_where_it_was_set(project: Repo, monkeypatch: pytest.M
     assert r.returncode == 1 and r.stderr.strip() == "gitrag: error: GITRAG_MAX_FILE_BYTES must be greater than 0, got '-5'"
 
 
+def test_every_command_judges_a_bad_number_setting_the_same_way(project: Repo, daemon: object) -> None:
+    """Also while a daemon runs (status and gc ask it, and never loaded this process's settings)."""
+    for var, value, message in (
+        ("GITRAG_BATCH_SIZE", "abc", "GITRAG_BATCH_SIZE must be a number, got 'abc'"),
+        ("GITRAG_PROGRESS_INTERVAL", "banana", "GITRAG_PROGRESS_INTERVAL must be a number of seconds or off, got 'banana'"),
+    ):
+        env = {**os.environ, var: value}
+        for command in (["status"], ["status", "--json"], ["gc"], ["ask", "slugify"], ["index"]):
+            done = subprocess.run([sys.executable, "-m", "gitrag", *command], cwd=project.path, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert (done.returncode, done.stdout, done.stderr.strip()) == (1, "", f"gitrag: error: {message}"), command
+
+
+def test_an_unknown_language_is_a_usage_error(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    bad = gitrag("ask", "slugify text", "--lang", "klingon", cwd=project.path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "unknown language 'klingon'; known: c, cpp, csharp, go, ini, java, javascript," in bad.stderr
+    assert "python, rst, ruby, rust, text, tsx, typescript" in bad.stderr
+    assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "Python", cwd=project.path).stdout
+
+
 def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
     gitrag("index", cwd=project.path)
     for extra in ((), ("--files",)):
-        out = " ".join(gitrag("ask", "slugify text", "--lang", "py", "--path", "util/", *extra, cwd=project.path).stdout.split())
-        assert out.startswith("no results with --path util/ --lang py: "), out
+        out = " ".join(gitrag("ask", "slugify text", "--lang", "ruby", "--path", "util/", *extra, cwd=project.path).stdout.split())
+        assert out.startswith("no results with --path util/ --lang ruby: "), out
         assert "--lang a language name as in the results (python," in out
     assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "python", cwd=project.path).stdout
 
