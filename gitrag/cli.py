@@ -98,18 +98,29 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         no_answer: bool, expand: int, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
+    QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
+    too long for a command line (one argument may hold at most 128 KiB) or made by a program.
+
     \b
     Examples:
       gitrag ask "how are git hooks installed?"
+      git diff | gitrag ask - --files          # which files does this change touch?
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
     """
     from gitrag.commands.ask import ask as run
 
+    if question == "-":
+        question = _stdin_text()
     question, path, exclude = _text(question), _repo_path(path), tuple(_repo_path(g) for g in exclude)
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
+    from gitrag.daemon.protocol import MAX_QUESTION
+
+    if len(question) > MAX_QUESTION:
+        raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
+                                 param_hint="QUESTION")
     lang = _language(lang)
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
 
@@ -252,6 +263,12 @@ def mcp(repo: str) -> None:
     from gitrag.mcp_server import serve
 
     _exit(lambda: serve(repo))
+
+
+def _stdin_text() -> str:
+    """All of stdin as text: UTF-8, a byte that is not UTF-8 kept as a surrogate escape
+    (``_text`` makes it U+FFFD, as for argv)."""
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
 def _text(value: str) -> str:

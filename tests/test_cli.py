@@ -322,3 +322,23 @@ def test_output_an_encoding_cannot_hold_still_prints(repo: Repo) -> None:
     machine.stdout.decode("ascii")  # every byte fits the encoding asked for
     data = json.loads(machine.stdout)
     assert data["question"] == "crème brûlée index" and "crème brûlée" in data["results"][0]["snippet"]
+
+
+@pytest.mark.parametrize("with_daemon", [False, True])
+def test_ask_dash_reads_a_question_longer_than_a_command_line_from_stdin(
+        project: Repo, request: pytest.FixtureRequest, with_daemon: bool) -> None:
+    assert gitrag("index", cwd=project.path).returncode == 0
+    if with_daemon:
+        request.getfixturevalue("daemon")
+    question = "how does slugify turn text into a slug? " + "context line of a long agent prompt\n" * 5000
+    assert len(question.encode()) > 128 * 1024  # more than one argv string may hold (MAX_ARG_STRLEN)
+    run = [sys.executable, "-m", "gitrag", "ask", "-", "-k", "1", "--json"]
+    done = subprocess.run(run, cwd=project.path, input=question.encode(), capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["question"] == question and data["results"][0]["path"] == "util/strings.py"
+    empty = subprocess.run(run, cwd=project.path, input=b" \n", capture_output=True, timeout=300)
+    assert empty.returncode == 2 and b"the question is empty" in empty.stderr
+    huge = subprocess.run(run, cwd=project.path, input=b"x" * 500_001, capture_output=True, timeout=300)
+    assert huge.returncode == 2 and b"the question is 500,001 characters long; at most 500,000" in huge.stderr
+    assert "reads the question from stdin" in " ".join(gitrag("ask", "--help").stdout.split())
