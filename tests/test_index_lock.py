@@ -1,8 +1,10 @@
-"""Two in-process ``gitrag index`` of one repository, as two real processes, with no daemon.
+"""In-process ``gitrag index`` as real processes, with no daemon, held in the middle of a
+sync by an Ollama stub that leaves requests unanswered.
 
-The first one is held in the middle of its sync by an Ollama stub that leaves every request
-unanswered (``hang``); the second must see at once that it is there (the repository's
-index lock, :mod:`gitrag.index_lock`), say so naming its pid, wait for it, and then index.
+Two of one repository: the second must see at once that the first is there (the
+repository's index lock, :mod:`gitrag.index_lock`), say so naming its pid, wait for it,
+and then index. Ctrl-C (SIGINT) part way: one line saying nothing is lost, exit 130, and
+the next index embeds only what the interrupted one had not.
 """
 
 from __future__ import annotations
@@ -113,3 +115,33 @@ def test_second_index_waits_for_the_first_and_names_it(project: Repo, stub: Olla
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_ctrl_c_says_nothing_is_lost_and_the_next_index_goes_on(project: Repo, stub: OllamaStub) -> None:
+    env = {**_env(stub), "GITRAG_BATCH_SIZE": "1"}  # one chunk an embed request
+    stub.delays = [0.0, 0.0, 0.0]  # the dimension probe and two chunks answered, the next held until Ctrl-C
+    stub.delay = 3600.0
+    first = _start(project, env, "--json")
+    try:
+        deadline = time.monotonic() + SAFETY_S
+        while len(stub.embed_requests()) < 4 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(stub.embed_requests()) >= 4, first.communicate()
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=SAFETY_S)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 130 and out == ""
+    assert err.strip().splitlines()[-1:] == [(
+        "gitrag: interrupted; nothing is lost: the next `gitrag index` (or the daemon's next sync) continues "
+        "from what this one did, without embedding it again")]
+
+    stub.delay = 0.0
+    again = subprocess.run([sys.executable, "-m", "gitrag", "index", "--json"], cwd=project.path, env=env,
+                           capture_output=True, text=True, timeout=SAFETY_S)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["files_indexed"] == 5 and summary["chunks_reused"] >= 2  # the two embedded before Ctrl-C
+    assert summary["chunks_embedded"] + summary["chunks_reused"] == summary["chunks_total"]

@@ -12,6 +12,10 @@ from gitrag.workspace import open_workspace
 
 
 POLL_S = 0.5  # how often a routed index asks the daemon for its progress
+# Ctrl-C: what was done stays (the batched sync's journal and the vector cache, see
+# gitrag.indexer.Indexer._apply); the next sync redoes the journaled paths from the cache
+INTERRUPTED = ("gitrag: interrupted; nothing is lost: the next `gitrag index` (or the daemon's next sync) continues "
+               "from what this one did, without embedding it again")
 
 
 def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
@@ -43,6 +47,8 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
             if not closed:  # interrupted while waiting for the lock
                 with contextlib.suppress(Exception):
                     ws.close()
+            if isinstance(exc, KeyboardInterrupt):
+                output.info(INTERRUPTED)
             # a daemon started since we looked, and holds the store: it syncs instead
             again = routing.index(repo, rebuild) if isinstance(exc, StoreError) and routing.held_elsewhere(exc) else None
             if again is None:
