@@ -342,3 +342,26 @@ def test_ask_dash_reads_a_question_longer_than_a_command_line_from_stdin(
     huge = subprocess.run(run, cwd=project.path, input=b"x" * 500_001, capture_output=True, timeout=300)
     assert huge.returncode == 2 and b"the question is 500,001 characters long; at most 500,000" in huge.stderr
     assert "reads the question from stdin" in " ".join(gitrag("ask", "--help").stdout.split())
+
+
+def test_status_counts_skipped_files_per_kind_of_reason(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("web/one.js", b"x" * 200_000 + b"\n")  # one line of 200,000 bytes and its newline
+    repo.write("web/two.js", b"var a=" + b"f(1)," * 30_000 + b"0;")
+    repo.write("assets/a.png", b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)))
+    repo.write("assets/b.bin", b"\x00\x01\x02" * 10)
+    repo.write("data/big.txt", "a line of text\n" * 20_000)  # 300,000 bytes
+    repo.write("src/ok.py", "def ok():\n    return 1\n")
+    repo.commit("files of every kind")
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "250000")
+    done = gitrag("index", "--json", cwd=repo.path)
+    assert done.returncode == 0, done.stderr
+    reported = {s["path"]: s["reason"] for s in json.loads(done.stdout)["skipped"]}  # per file: with its detail
+    assert reported == {"web/one.js": "minified (average line 200000 bytes)",
+                        "web/two.js": "minified (average line 150008 bytes)",
+                        "assets/a.png": "binary", "assets/b.bin": "binary", "data/big.txt": "larger than 250000 bytes"}
+    status = json.loads(gitrag("status", "--json", cwd=repo.path).stdout)
+    skipped = status["repos"][0]["branches"][0]["skipped"]
+    assert skipped == {"binary": 2, "minified": 2, "larger than max_file_bytes": 1}
+    assert list(skipped) == ["binary", "minified", "larger than max_file_bytes"]  # most first, then by name
+    human = gitrag("status", cwd=repo.path).stdout
+    assert "skipped files: 2 binary, 2 minified, 1 larger than max_file_bytes" in human

@@ -106,8 +106,11 @@ def _print(s: IndexSummary) -> None:
     )
     if s.started_from:
         output.out.print(f"  started from the index of branch {s.started_from!r}")
-    reasons: dict[str, int] = {}
+    from gitrag.policy import reason_kind
+
+    reasons: dict[str, int] = {}  # per kind: per-file detail ("average line 428889 bytes") is in --json
     for item in s.skipped:
-        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+        kind = reason_kind(item["reason"])
+        reasons[kind] = reasons.get(kind, 0) + 1
     for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         output.out.print(f"  skipped {n:>5}  {reason}")
