@@ -104,7 +104,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     \b
     Examples:
       gitrag ask "how are git hooks installed?"
-      git diff | gitrag ask - --files          # which files does this change touch?
+      git diff | gitrag ask - --files          # the files this change relates to
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files

@@ -115,10 +115,9 @@ def _first_index(r: GitRepo) -> None:
     try:
         summary = routing.index(str(r.root))
         if summary is None:  # the daemon went away: index in-process
+            from gitrag import index_lock
             from gitrag.indexer import Indexer
             from gitrag.workspace import open_workspace
-
-            from gitrag import index_lock
 
             ws = open_workspace(r.root)
             with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
