@@ -85,7 +85,7 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
               help="hybrid fuses the dense (embedding) and sparse (BM25 terms) lists and ranks them; dense or sparse alone for comparison.")
 @click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
-              "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, text, ...")
+              "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, ini or text.")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
               help="Leave out paths matching this gitignore-style glob (repeatable), e.g. 'docs/**', '*.md', 'tests/'.")
 @click.option("--files", "files", is_flag=True,
@@ -98,19 +98,30 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         no_answer: bool, expand: int, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
+    QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
+    too long for a command line (one argument may hold at most 128 KiB) or made by a program.
+
     \b
     Examples:
       gitrag ask "how are git hooks installed?"
+      git diff | gitrag ask - --files          # the files this change relates to
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
     """
     from gitrag.commands.ask import ask as run
 
+    if question == "-":
+        question = _stdin_text()
     question, path, exclude = _text(question), _repo_path(path), tuple(_repo_path(g) for g in exclude)
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
-    lang = lang.lower()
+    from gitrag.daemon.protocol import MAX_QUESTION
+
+    if len(question) > MAX_QUESTION:
+        raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
+                                 param_hint="QUESTION")
+    lang = _language(lang)
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
 
 
@@ -254,6 +265,12 @@ def mcp(repo: str) -> None:
     _exit(lambda: serve(repo))
 
 
+def _stdin_text() -> str:
+    """All of stdin as text: UTF-8, a byte that is not UTF-8 kept as a surrogate escape
+    (``_text`` makes it U+FFFD, as for argv)."""
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+
+
 def _text(value: str) -> str:
     """A command-line text as UTF-8: bytes that are not UTF-8 (surrogate escapes in argv) become U+FFFD."""
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -265,6 +282,18 @@ def _repo_path(value: str) -> str:
     from gitrag.gitrepo import decode_path
 
     return decode_path(os.fsencode(value))
+
+
+def _language(value: str) -> str:
+    """``--lang``, lower-cased; a usage error (exit 2) listing the known names when it is none
+    of the languages files are indexed as (``gitrag.chunking.languages.LANGUAGES``)."""
+    lang = value.strip().lower()
+    if lang:
+        from gitrag.chunking.languages import LANGUAGES
+
+        if lang not in LANGUAGES:
+            raise click.BadParameter(f"unknown language {value!r}; known: {', '.join(LANGUAGES)}", param_hint="--lang")
+    return lang
 
 
 def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:
@@ -331,7 +360,19 @@ def _internal_error() -> int:
     return EXIT_INTERNAL
 
 
+def _tolerant_streams() -> None:
+    """Let stdout and stderr print any text: a character their encoding cannot hold
+    (``PYTHONIOENCODING=ascii``, a C locale, a path's undecodable byte) is written as a
+    backslash escape (``\\xe8``) instead of crashing the command. JSON output escapes it
+    as JSON does instead (``gitrag.output.emit_json``)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
+    _tolerant_streams()
     if sys.argv[1:2] == ["notify"] and not {"-h", "--help"} & set(sys.argv[2:3]):
         # the hook path: no click parsing, no logging set-up (help is click's, like every command's)
         from gitrag.notify import main as notify_main

@@ -33,6 +33,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from gitrag import progress
 from gitrag.errors import ConfigError, NotWritable
 
 # environment variable -> settings field
@@ -395,6 +396,7 @@ def load_settings(repo_root: Path | None = None) -> Settings:
             settings = replace(settings, **{k: _coerce(k, v, f"setting {k!r} in {path}") for k, v in data.items()})
             sources.append(str(path))
     env = {f: _coerce(f, os.environ[v], v) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
+    progress.interval()  # not a field, but a number setting all the same: judged here for every command
     if env:
         settings = replace(settings, **env)
         sources.append("environment")

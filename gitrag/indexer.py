@@ -254,12 +254,18 @@ class Indexer:
         this: dict[str, int] = {}
 
         def whole_sync(stage: str, n: int, total: int) -> None:
-            """Per-batch counts (embed, store) reported for the sync so far, not the batch alone."""
+            """Per-batch counts (embed, store) reported for the whole sync, not the batch alone:
+            done over the batches so far; total = the batches so far plus, for the paths not
+            chunked yet, as many per path as so far (a projection: the whole sync's count
+            is known only once its last batch is chunked, and is exact from then on)."""
             if stage == "chunk":
                 outer(stage, n, total)
                 return
             this[stage] = total
-            outer(stage, before.get(stage, 0) + n, before.get(stage, 0) + total)
+            so_far = before.get(stage, 0) + total
+            left = len(paths) - done  # ``done``: the paths chunked so far, this batch's included
+            projected = so_far + (round(so_far * left / done) if done and left > 0 else 0)
+            outer(stage, before.get(stage, 0) + n, projected)
 
         self.progress = whole_sync
         try:

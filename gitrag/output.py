@@ -23,7 +23,14 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
+    """Write ``data`` as one line of JSON on stdout: UTF-8 text as it is, or, where stdout's
+    encoding cannot hold some character (``PYTHONIOENCODING=ascii``), ``\\uXXXX`` escapes."""
+    text = json.dumps(data, ensure_ascii=False, indent=None)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        text = json.dumps(data, ensure_ascii=True, indent=None)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -57,7 +57,7 @@ _WIDE_BOMS = (
 
 
 # Part of the indexer's pipeline version: a change here re-judges every path once.
-VERSION = "2"
+VERSION = "3"  # 3: a file's final newline no longer counts as a line of its own (minified average)
 # gitignore patterns for linguist's well-known vendored folders and minified/generated names
 VENDORED = ("node_modules/", "bower_components/", "vendor/", "vendors/", "Vendor/", "third_party/", "third-party/",
             "thirdparty/", "3rd_party/", "3rd-party/", "3rdparty/", "Godeps/_workspace/")
@@ -156,10 +156,22 @@ class Policy:
         return None
 
 
+def reason_kind(reason: str) -> str:
+    """The kind of a skip reason, without its per-file detail, for counting files per reason:
+    ``minified (average line 428889 bytes)`` -> ``minified``, ``vendored (node_modules/; ...)``
+    -> ``vendored``, ``larger than 1000000 bytes`` -> ``larger than max_file_bytes``,
+    ``unreadable blob: ...`` -> ``unreadable blob``, ``binary`` -> ``binary``."""
+    if reason.startswith("larger than "):
+        return "larger than max_file_bytes"
+    return reason.split(" (", 1)[0].split(": ", 1)[0]
+
+
 def machine_written(path: str, data: bytes) -> str | None:
     """Why ``data`` (the file at ``path``) is minified or generated code, else None."""
     lines = data.split(b"\n")
-    average = (len(data) - len(lines) + 1) // len(lines)  # bytes per line without its newline, as linguist counts
+    newlines = len(lines) - 1
+    count = newlines + (0 if data.endswith(b"\n") else 1) or 1  # a final newline ends a line, it starts none
+    average = (len(data) - newlines) // count  # bytes per line without its newline, as linguist counts
     if path.lower().endswith(_MINIFIABLE):
         if average > _MINIFIED_LINE:
             return f"minified (average line {average} bytes)"

@@ -2,7 +2,9 @@
 a file, the daemon's log.
 
 The indexer reports ``(stage, done, total)`` (stages ``restore``, ``chunk``, ``embed``,
-``store``; ``total`` is known when a stage starts). :class:`Lines` turns those calls into
+``store``; ``total`` is known when a stage starts, and counts the whole sync: for
+``embed`` and ``store`` of a sync written in batches it is projected from the batches
+so far until the last one is chunked, see ``gitrag.indexer.Indexer._apply``). :class:`Lines` turns those calls into
 at most one line per interval, e.g.::
 
     indexing main: embedding chunks 1,200/4,300, 28%, 41 s
@@ -14,6 +16,7 @@ nothing. Standard library only.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -34,15 +37,22 @@ Emit = Callable[[str, dict[str, Any]], None]  # (line, fields)
 def interval(environ: dict[str, str] | None = None) -> float | None:
     """Seconds between lines from ``GITRAG_PROGRESS_INTERVAL``; ``None`` when ``off``.
 
-    Unset, empty or unreadable values give :data:`DEFAULT_INTERVAL_S`; negatives count as 0.
-    """
-    raw = (os.environ if environ is None else environ).get(ENV, "").strip().lower()
+    Unset or empty gives :data:`DEFAULT_INTERVAL_S`; negatives count as 0. Anything else
+    that is not a number raises ConfigError naming the variable, as every number setting
+    does (``gitrag.config.load_settings`` checks it for every command)."""
+    text = (os.environ if environ is None else environ).get(ENV, "")
+    raw = text.strip().lower()
     if raw in ("off", "none", "no", "false"):
         return None
     try:
-        return max(0.0, float(raw)) if raw else DEFAULT_INTERVAL_S
+        seconds = float(raw) if raw else DEFAULT_INTERVAL_S
     except ValueError:
-        return DEFAULT_INTERVAL_S
+        seconds = math.nan
+    if math.isnan(seconds):
+        from gitrag.errors import ConfigError  # standard library only
+
+        raise ConfigError(f"{ENV} must be a number of seconds or off, got {text!r}")
+    return max(0.0, seconds)
 
 
 def format_line(label: str, stage: str, done: int, total: int, seconds: float) -> str:

@@ -191,11 +191,33 @@ def test_a_bad_number_says_where_it_was_set(project: Repo, monkeypatch: pytest.M
     assert r.returncode == 1 and r.stderr.strip() == "gitrag: error: GITRAG_MAX_FILE_BYTES must be greater than 0, got '-5'"
 
 
+def test_every_command_judges_a_bad_number_setting_the_same_way(project: Repo, daemon: object) -> None:
+    """Also while a daemon runs (status and gc ask it, and never loaded this process's settings)."""
+    for var, value, message in (
+        ("GITRAG_BATCH_SIZE", "abc", "GITRAG_BATCH_SIZE must be a number, got 'abc'"),
+        ("GITRAG_PROGRESS_INTERVAL", "banana", "GITRAG_PROGRESS_INTERVAL must be a number of seconds or off, got 'banana'"),
+    ):
+        env = {**os.environ, var: value}
+        for command in (["status"], ["status", "--json"], ["gc"], ["ask", "slugify"], ["index"]):
+            done = subprocess.run([sys.executable, "-m", "gitrag", *command], cwd=project.path, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert (done.returncode, done.stdout, done.stderr.strip()) == (1, "", f"gitrag: error: {message}"), command
+
+
+def test_an_unknown_language_is_a_usage_error(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    bad = gitrag("ask", "slugify text", "--lang", "klingon", cwd=project.path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "unknown language 'klingon'; known: c, cpp, csharp, go, ini, java, javascript," in bad.stderr
+    assert "python, rst, ruby, rust, text, tsx, typescript" in bad.stderr
+    assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "Python", cwd=project.path).stdout
+
+
 def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
     gitrag("index", cwd=project.path)
     for extra in ((), ("--files",)):
-        out = " ".join(gitrag("ask", "slugify text", "--lang", "py", "--path", "util/", *extra, cwd=project.path).stdout.split())
-        assert out.startswith("no results with --path util/ --lang py: "), out
+        out = " ".join(gitrag("ask", "slugify text", "--lang", "ruby", "--path", "util/", *extra, cwd=project.path).stdout.split())
+        assert out.startswith("no results with --path util/ --lang ruby: "), out
         assert "--lang a language name as in the results (python," in out
     assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "python", cwd=project.path).stdout
 
@@ -284,3 +306,62 @@ def test_a_repository_folder_that_is_not_utf8_is_one_clear_line(tmp_path: Path) 
         err = done.stderr.decode("utf-8", "replace").strip()
         assert done.returncode == 1, err
         assert len(err.splitlines()) == 1 and "r\\xffp is not valid UTF-8" in err and "rename the folder" in err
+
+
+def test_output_an_encoding_cannot_hold_still_prints(repo: Repo) -> None:
+    repo.write("dessert.py", 'def creme():\n    """crème brûlée index"""\n    return "é"\n')
+    repo.commit("a dessert")
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    run = [sys.executable, "-m", "gitrag", "ask", "crème brûlée index", "-k", "1"]
+    human = subprocess.run(run, cwd=repo.path, env=env, capture_output=True, timeout=300)
+    assert human.returncode == 0, human.stderr
+    assert b'"""cr\\xe8me br\\xfbl\\xe9e index"""' in human.stdout  # escaped, not lost
+    machine = subprocess.run([*run, "--json"], cwd=repo.path, env=env, capture_output=True, timeout=300)
+    assert machine.returncode == 0, machine.stderr
+    machine.stdout.decode("ascii")  # every byte fits the encoding asked for
+    data = json.loads(machine.stdout)
+    assert data["question"] == "crème brûlée index" and "crème brûlée" in data["results"][0]["snippet"]
+
+
+@pytest.mark.parametrize("with_daemon", [False, True])
+def test_ask_dash_reads_a_question_longer_than_a_command_line_from_stdin(
+        project: Repo, request: pytest.FixtureRequest, with_daemon: bool) -> None:
+    assert gitrag("index", cwd=project.path).returncode == 0
+    if with_daemon:
+        request.getfixturevalue("daemon")
+    question = "how does slugify turn text into a slug? " + "context line of a long agent prompt\n" * 5000
+    assert len(question.encode()) > 128 * 1024  # more than one argv string may hold (MAX_ARG_STRLEN)
+    run = [sys.executable, "-m", "gitrag", "ask", "-", "-k", "1", "--json"]
+    done = subprocess.run(run, cwd=project.path, input=question.encode(), capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["question"] == question and data["results"][0]["path"] == "util/strings.py"
+    empty = subprocess.run(run, cwd=project.path, input=b" \n", capture_output=True, timeout=300)
+    assert empty.returncode == 2 and b"the question is empty" in empty.stderr
+    huge = subprocess.run(run, cwd=project.path, input=b"x" * 500_001, capture_output=True, timeout=300)
+    assert huge.returncode == 2 and b"the question is 500,001 characters long; at most 500,000" in huge.stderr
+    assert "reads the question from stdin" in " ".join(gitrag("ask", "--help").stdout.split())
+
+
+def test_status_counts_skipped_files_per_kind_of_reason(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("web/one.js", b"x" * 200_000 + b"\n")  # one line of 200,000 bytes and its newline
+    repo.write("web/two.js", b"var a=" + b"f(1)," * 30_000 + b"0;")
+    repo.write("assets/a.png", b"\x89PNG\r\n\x1a\n\x00" + bytes(range(256)))
+    repo.write("assets/b.bin", b"\x00\x01\x02" * 10)
+    repo.write("data/big.txt", "a line of text\n" * 20_000)  # 300,000 bytes
+    repo.write("src/ok.py", "def ok():\n    return 1\n")
+    repo.commit("files of every kind")
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "250000")
+    done = gitrag("index", "--json", cwd=repo.path)
+    assert done.returncode == 0, done.stderr
+    reported = {s["path"]: s["reason"] for s in json.loads(done.stdout)["skipped"]}  # per file: with its detail
+    assert reported == {"web/one.js": "minified (average line 200000 bytes)",
+                        "web/two.js": "minified (average line 150008 bytes)",
+                        "assets/a.png": "binary", "assets/b.bin": "binary", "data/big.txt": "larger than 250000 bytes"}
+    status = json.loads(gitrag("status", "--json", cwd=repo.path).stdout)
+    skipped = status["repos"][0]["branches"][0]["skipped"]
+    assert skipped == {"binary": 2, "minified": 2, "larger than max_file_bytes": 1}
+    assert list(skipped) == ["binary", "minified", "larger than max_file_bytes"]  # most first, then by name
+    human = gitrag("status", cwd=repo.path).stdout
+    assert "skipped files: 2 binary, 2 minified, 1 larger than max_file_bytes" in human

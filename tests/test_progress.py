@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gitrag.errors import ConfigError
 from gitrag.progress import LINE_RE, STAGES, Lines, format_line, interval
 from tests.gitutil import Repo
 
@@ -169,5 +170,7 @@ def test_format_and_interval_setting() -> None:
     assert LINE_RE.match(line)["stage"] == "embedding chunks"  # type: ignore[index]
     assert interval({}) == 5.0 and interval({"GITRAG_PROGRESS_INTERVAL": "0.5"}) == 0.5
     assert interval({"GITRAG_PROGRESS_INTERVAL": "off"}) is None
-    assert interval({"GITRAG_PROGRESS_INTERVAL": "soon"}) == 5.0
+    for bad in ("soon", "nan", "5s"):
+        with pytest.raises(ConfigError, match=f"GITRAG_PROGRESS_INTERVAL must be a number of seconds or off, got '{bad}'"):
+            interval({"GITRAG_PROGRESS_INTERVAL": bad})
     assert interval({"GITRAG_PROGRESS_INTERVAL": "-3"}) == 0.0

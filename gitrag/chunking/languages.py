@@ -137,6 +137,9 @@ _SHEBANGS = (("python", "python"), ("node", "javascript"), ("deno", "typescript"
              ("ruby", "ruby"), ("php", "php"))
 _CPP_HINTS = re.compile(rb"\b(?:class|namespace|template|typename|public:|private:)\b|::")
 
+# every name ``language_for`` gives a file: the values of the ``language`` payload (``--lang``)
+LANGUAGES: tuple[str, ...] = tuple(sorted({*SPECS, *_EXTENSIONS.values(), *_FILENAMES.values(), "text"}))
+
 
 def language_for(path: str, data: bytes) -> str | None:
     """The chunker's language for a file: a key of :data:`SPECS`, ``markdown``, ``rst``,

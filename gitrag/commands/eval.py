@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gitrag import output, ranking
+from gitrag import index_lock, output, ranking
 from gitrag.errors import EXIT_OK, ConfigError, StoreError
 from gitrag.evaluation import load_dataset, run_dataset
 from gitrag.evaluation.grep import GrepBaseline, head_files
@@ -40,7 +41,9 @@ def evaluate(
     excluded = SearchFilter(exclude=tuple(exclude)) if exclude else None  # checks the globs first
     scope = data.scope if scope is None else scope
     ws = open_workspace(repo)
+    held = contextlib.ExitStack()  # the repository's index lock, released after the store closes
     try:
+        held.enter_context(index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))))
         with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
             summary = Indexer(ws, progress).sync()
         if not as_json:
@@ -57,6 +60,7 @@ def evaluate(
                          ) from None
     finally:
         ws.close()
+        held.close()
     if as_json:
         result = report.to_json()
         result["commit"] = summary.commit

@@ -5,13 +5,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gitrag import output
+from gitrag import index_lock, output
 from gitrag.errors import EXIT_OK, StoreError
 from gitrag.indexer import Indexer, IndexSummary
 from gitrag.workspace import open_workspace
 
 
 POLL_S = 0.5  # how often a routed index asks the daemon for its progress
+# Ctrl-C: what was done stays (the batched sync's journal and the vector cache, see
+# gitrag.indexer.Indexer._apply); the next sync redoes the journaled paths from the cache
+INTERRUPTED = ("gitrag: interrupted; nothing is lost: the next `gitrag index` (or the daemon's next sync) continues "
+               "from what this one did, without embedding it again")
 
 
 def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
@@ -24,19 +28,32 @@ def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
         summary = IndexSummary(**{k: v for k, v in routed.items() if k in IndexSummary.__dataclass_fields__})
     else:
         ws = open_workspace(repo, rebuild=rebuild)
+        closed = False
         try:
-            with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
-                summary = Indexer(ws, progress).sync(rebuild=rebuild)
-        except BaseException as exc:
-            with contextlib.suppress(Exception):  # the sync's error is the one to report
+            # another in-process index of this repository: wait for it before any work, and
+            # close the store before letting the next one in (its shard lock goes with it)
+            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+                try:
+                    with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
+                        summary = Indexer(ws, progress).sync(rebuild=rebuild)
+                except BaseException:
+                    closed = True
+                    with contextlib.suppress(Exception):  # the sync's error is the one to report
+                        ws.close()
+                    raise
+                closed = True
                 ws.close()
+        except BaseException as exc:
+            if not closed:  # interrupted while waiting for the lock
+                with contextlib.suppress(Exception):
+                    ws.close()
+            if isinstance(exc, KeyboardInterrupt):
+                output.info(INTERRUPTED)
             # a daemon started since we looked, and holds the store: it syncs instead
             again = routing.index(repo, rebuild) if isinstance(exc, StoreError) and routing.held_elsewhere(exc) else None
             if again is None:
                 raise
             summary = IndexSummary(**{k: v for k, v in again.items() if k in IndexSummary.__dataclass_fields__})
-        else:
-            ws.close()
     if as_json:
         output.emit_json(summary.to_json())
     else:
@@ -89,8 +106,11 @@ def _print(s: IndexSummary) -> None:
     )
     if s.started_from:
         output.out.print(f"  started from the index of branch {s.started_from!r}")
-    reasons: dict[str, int] = {}
+    from gitrag.policy import reason_kind
+
+    reasons: dict[str, int] = {}  # per kind: per-file detail ("average line 428889 bytes") is in --json
     for item in s.skipped:
-        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+        kind = reason_kind(item["reason"])
+        reasons[kind] = reasons.get(kind, 0) + 1
     for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         output.out.print(f"  skipped {n:>5}  {reason}")

@@ -133,15 +133,17 @@ def _first_index(r: GitRepo) -> None:
     try:
         summary = routing.index(str(r.root))
         if summary is None:  # the daemon went away: index in-process
+            from gitrag import index_lock
             from gitrag.indexer import Indexer
             from gitrag.workspace import open_workspace
 
             ws = open_workspace(r.root)
-            try:
-                with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
-                    summary = Indexer(ws, progress).sync().to_json()
-            finally:
-                ws.close()
+            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+                try:
+                    with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
+                        summary = Indexer(ws, progress).sync().to_json()
+                finally:
+                    ws.close()
     except client.CommandError as exc:
         if exc.kind != EmptyRepository.__name__:
             raise

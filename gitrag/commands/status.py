@@ -27,6 +27,16 @@ def status(repo: str, as_json: bool) -> int:
     return EXIT_OK
 
 
+def _by_kind(counts: dict[str, int]) -> dict[str, int]:
+    """{skip reason: files} as {kind of reason (``gitrag.policy.reason_kind``): files}, most first."""
+    from gitrag.policy import reason_kind
+
+    kinds: dict[str, int] = {}
+    for reason, n in counts.items():
+        kinds[reason_kind(reason)] = kinds.get(reason_kind(reason), 0) + n
+    return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def daemon_info() -> dict[str, Any]:
     """``{"running", "pid", "socket"}``: whether a daemon answers on the socket."""
     from gitrag.daemon.client import probe
@@ -47,7 +57,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
             "points": ws.state.point_count(b.name), "collection": b.collection,
             "collection_bytes": ws.store.size_bytes(b.collection) if ws.store.has_collection(b.collection) else 0,
             "materialized": b.materialized and ws.store.has_collection(b.collection), "last_used": b.last_used,
-            "skipped": ws.state.skip_counts(b.name),
+            "skipped": _by_kind(ws.state.skip_counts(b.name)),
         })
     repo = {
         "path": str(ws.repo.root), "branch": current, "head": ws.repo.head(), "branches": branches, "queue": 0,

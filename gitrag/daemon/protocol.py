@@ -148,11 +148,14 @@ class Arg:
 
 
 MAX_PATH_ARG = 4096  # characters
+# characters in a question (``gitrag ask -`` reads one from stdin, past a command line's
+# 128 KiB): even at 12 bytes a character escaped in JSON it fits a MAX_MESSAGE line
+MAX_QUESTION = 500_000
 # Every argument any op takes, by name (the same name means the same thing in every op).
 # The limits are the CLI's (``gitrag ask -k`` 1-200, ``--expand`` 0-3). A new field: one line.
 ARGS: dict[str, Arg] = {
     "repo": Arg(str, max_len=MAX_PATH_ARG, nonblank=True),
-    "question": Arg(str, max_len=100_000, nonblank=True),
+    "question": Arg(str, max_len=MAX_QUESTION, nonblank=True),
     "k": Arg(int, 1, 200),
     "mode": Arg(str, choices=("hybrid", "dense", "sparse")),
     "path": Arg(str, max_len=MAX_PATH_ARG),

@@ -73,7 +73,9 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
 
 
 def status(repo: str) -> dict[str, Any] | None:
-    """The contract's status JSON from the daemon, or None when no daemon runs."""
+    """The contract's status JSON from the daemon, or None when no daemon runs. This
+    process's settings are judged first, as with no daemon (ConfigError)."""
+    _settings(repo)
     return _request("status", STATUS_TIMEOUT_S, repo=str(Path(repo).absolute()))
 
 
@@ -97,7 +99,8 @@ def progress(repo: str) -> dict[str, Any] | None:
 
 
 def gc(repo: str) -> dict[str, Any] | None:
-    """The gc result from the daemon, or None when no daemon runs."""
+    """The gc result from the daemon, or None when no daemon runs (settings judged first, as in status)."""
+    _settings(repo)
     return _request("gc", None, repo=str(Path(repo).absolute()))
 
 
