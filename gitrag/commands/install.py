@@ -39,7 +39,10 @@ def uninstall(repo: str) -> int:
     r = GitRepo(repo)
     target = find_target(r)
     key = str(r.common_dir.resolve())
-    _say_pruned(registry.prune())  # moved or deleted repositories are not "left"
+    try:
+        _say_pruned(registry.prune())  # moved or deleted repositories are not "left"
+    except OSError:
+        pass  # a read-only GITRAG_HOME: nothing can be pruned now; the registry step below says so
     recorded = registry.load().get(key, {}).get("hooks")
     folders = {target.folder, r.common_dir / "hooks", r.common_dir / PRIVATE_DIR}
     folders |= {Path(recorded)} if recorded else set()
