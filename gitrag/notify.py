@@ -80,7 +80,9 @@ def event(hook: str, hook_args: list[str], worktree: str, common_dir: str, branc
 
 
 def _utf8(text: str) -> bool:
-    """False for a str holding surrogate escapes (argv bytes that were not UTF-8)."""
+    """False for a str holding surrogate escapes (argv bytes that were not UTF-8). The same
+    test as gitrag.gitrepo's, which this module cannot import: gitrepo needs pygit2, and the
+    hook path imports only the standard library."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
