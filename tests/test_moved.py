@@ -39,6 +39,14 @@ def _project(path: Path, name: str = "billing") -> Repo:
     return repo
 
 
+def _installed(tmp_path: Path, *names: str) -> list[Repo]:
+    """One project per name under ``tmp_path``, each installed (hooks, registry, daemon), not indexed."""
+    repos = [_project(tmp_path / name, name) for name in names]
+    for repo in repos:
+        gitrag("install", "--no-systemd", "--no-index", cwd=repo.path)
+    return repos
+
+
 def _registered() -> set[str]:
     return set(registry.load())
 
@@ -98,11 +106,7 @@ def test_a_commit_right_after_the_move_is_indexed_and_the_registry_follows(tmp_p
 
 
 def test_gc_prunes_registry_entries_of_moved_and_deleted_repositories(tmp_path: Path) -> None:
-    keep = _project(tmp_path / "keep", "keep")
-    gone = _project(tmp_path / "gone", "gone")
-    moved = _project(tmp_path / "moved", "moved")
-    for repo in (keep, gone, moved):
-        gitrag("install", "--no-systemd", "--no-index", cwd=repo.path)
+    keep, gone, moved = _installed(tmp_path, "keep", "gone", "moved")
     gitrag("daemon", "--stop")  # in-process: nothing routes the moved repository to a daemon
     old_moved = _git_dir(moved.path)
     old_gone = _git_dir(gone.path)
@@ -134,20 +138,13 @@ def test_a_new_repository_at_the_old_path_is_not_taken_for_the_moved_one(tmp_pat
 
 def test_the_daemon_prunes_a_deleted_repository_itself(tmp_path: Path, daemons: Any) -> None:
     daemons("--reconcile", "1")
-    keep = _project(tmp_path / "keep", "keep")
-    gone = _project(tmp_path / "gone", "gone")
-    for repo in (keep, gone):
-        gitrag("install", "--no-systemd", "--no-index", cwd=repo.path)
+    keep, gone = _installed(tmp_path, "keep", "gone")
     shutil.rmtree(gone.path)
     wait_for(lambda: _registered() == {_git_dir(keep.path)}, "the daemon to drop the deleted repository")
 
 
 def test_uninstall_in_the_last_live_repository_stops_the_daemon(tmp_path: Path) -> None:
-    last = _project(tmp_path / "last", "last")
-    moved = _project(tmp_path / "moved", "moved")
-    deleted = _project(tmp_path / "deleted", "deleted")
-    for repo in (last, moved, deleted):
-        gitrag("install", "--no-systemd", "--no-index", cwd=repo.path)
+    last, moved, deleted = _installed(tmp_path, "last", "moved", "deleted")
     shutil.move(moved.path, tmp_path / "moved-away")  # nothing ran there: its entry is gone too
     shutil.rmtree(deleted.path)
     out = gitrag("uninstall", cwd=last.path)

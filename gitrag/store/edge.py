@@ -394,8 +394,6 @@ class EdgeStore:
             shard = self._shard(name)
             with translate(f"collection {self._dir(name)}"):
                 scored = shard.query(request)
-        if not with_payload:
-            return [Hit(str_id(p.id), float(p.score)) for p in scored]
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in scored]
 
     def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:

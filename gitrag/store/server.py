@@ -272,8 +272,6 @@ class ServerStore:
         args = _query_args(dense, sparse, prefetch, where)
         with self._lock, self._translate(name):
             result = self._client.query_points(name, limit=limit, query_filter=where, with_payload=with_payload, **args)
-        if not with_payload:
-            return [Hit(str_id(p.id), float(p.score)) for p in result.points]
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
     def payloads(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
