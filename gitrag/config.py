@@ -170,9 +170,8 @@ def check_writable() -> None:
     left behind but the folders."""
     import tempfile
 
-    home = gitrag_home()
-    run = runtime_dir()
-    for folder in (data_root(), state_dir(), *([run] if home is not None and home in run.parents else [])):
+    in_home = [runtime_dir()] if gitrag_home() is not None else []  # runtime_dir() is GITRAG_HOME/run then
+    for folder in (data_root(), state_dir(), *in_home):
         try:
             private_mkdir(folder)
         except OSError as exc:

@@ -213,6 +213,17 @@ def test_an_unknown_language_is_a_usage_error(project: Repo) -> None:
     assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "Python", cwd=project.path).stdout
 
 
+def test_the_lang_help_lists_every_language_the_chunker_knows() -> None:
+    """cli.py spells the list out (importing the chunker would slow every command's start)."""
+    from gitrag.chunking.languages import LANGUAGES
+
+    help_text = subprocess.run([sys.executable, "-m", "gitrag", "ask", "--help"], capture_output=True, text=True,
+                               check=True).stdout
+    text = " ".join(help_text.split())
+    listed = text.split("Only results in this language:", 1)[1].split(".", 1)[0]
+    assert sorted(w.strip(" ,") for w in listed.replace(" or ", ", ").split(",") if w.strip(" ,")) == list(LANGUAGES)
+
+
 def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
     gitrag("index", cwd=project.path)
     for extra in ((), ("--files",)):

@@ -101,3 +101,10 @@ def test_the_systemd_unit_reads_the_same_user_config(tmp_path: Path) -> None:
     assert [line for line in lines if line.startswith("Environment=") and "PYTHONUNBUFFERED" not in line] == [
         f"Environment=GITRAG_HOME={tmp_path / 'h'}", f"Environment=GITRAG_CONFIG={tmp_path / 'c.toml'}",
         f"Environment=XDG_CONFIG_HOME={tmp_path / 'x'}"]
+
+
+def test_the_systemd_unit_makes_relative_settings_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the service starts elsewhere: a relative path must not reach it as written
+    lines = unit.render("/usr/bin/python3", {"GITRAG_CONFIG": "conf/c.toml", "GITRAG_HOME": "home"}).splitlines()
+    assert f"Environment=GITRAG_CONFIG={tmp_path / 'conf' / 'c.toml'}" in lines
+    assert f"Environment=GITRAG_HOME={tmp_path / 'home'}" in lines

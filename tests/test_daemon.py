@@ -390,3 +390,4 @@ def test_a_reported_branch_deleted_before_the_sync_is_dropped_quietly(repo: Repo
     assert client.request("ping")["pid"] == proc.pid
     log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text()
     assert "sync failed" not in log and "sync crashed" not in log and "Traceback" not in log
+    assert log.count("reported branch gone") >= 2  # both reported branches were looked up, and found gone

@@ -93,13 +93,13 @@ def _held_by_first(project: Repo, stub: OllamaStub) -> subprocess.Popen[str]:
 
 def test_second_index_waits_for_the_first_and_names_it(project: Repo, stub: OllamaStub) -> None:
     first = _held_by_first(project, stub)
+    asked = len(stub.requests)  # the first's, hung: from here on any new request is the second's
     second = _start(project, _env(stub), "--json")
     try:
         errors = _lines(second.stderr)
         line, _ = _wait_for_line(errors, "is indexing this repository")
         assert line.strip() == f"another gitrag index (pid {first.pid}) is indexing this repository; waiting"
         assert "daemon" not in line
-        asked = len(stub.requests)
         assert second.poll() is None  # waiting, before any work: not one request of its own
         assert len(stub.requests) == asked
 

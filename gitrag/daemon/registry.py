@@ -151,12 +151,6 @@ def prune(path: Path | None = None) -> list[dict[str, str | None]]:
     return changes
 
 
-def live(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """The registered repositories after :func:`prune`: only those that still exist."""
-    prune(path)
-    return load(path)
-
-
 def remove(common_dir: str | Path, path: Path | None = None) -> bool:
     """Unregister a repository; returns False when it was not registered."""
     key = str(Path(common_dir).resolve())

@@ -14,12 +14,12 @@ import asyncio
 import fcntl
 import os
 import signal
-import time
 from dataclasses import dataclass
 from typing import IO
 
 import structlog
 
+from gitrag import notify
 from gitrag.daemon import memory, protocol, spool
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
@@ -108,5 +108,4 @@ async def _finish(service: Service) -> None:
             continue
         for worktree, branches in left.items():
             for branch in branches or [None]:  # one event per reported branch: each is synced again
-                spool.append({"repo": worktree, "common_dir": worker.common_dir, "hook": "daemon-stop",
-                              "args": [], "time": round(time.time(), 3), **({"branch": branch} if branch else {})})
+                spool.append(notify.event("daemon-stop", [], worktree, worker.common_dir, branch))

@@ -120,11 +120,10 @@ class Service:
         to its tip, and (re)start the debounce timer. Events of unregistered repositories
         are declined."""
         worker, root = self.worker_for(repo)
-        if not registry.is_registered(worker.common_dir):
-            return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
-        if worker.common_dir not in registry.load() and registry.follow(worker.common_dir) is not None:
-            # its folder was moved: registered where it is now
-            log.info("registered repository moved", repo=worker.common_dir)
+        if worker.common_dir not in registry.load():  # one read of the registry per event
+            if registry.follow(worker.common_dir) is None:  # not moved here from a registered path either
+                return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
+            log.info("registered repository moved", repo=worker.common_dir)  # registered where it is now
         worker.mark(root, branch if isinstance(branch, str) and branch else None)
         self.debounce(worker.common_dir, worker.kick)
         log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"), branch=branch)

@@ -43,7 +43,8 @@ def unit_path() -> Path:
 
 def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -> str:
     """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME,
-    GITRAG_CONFIG and XDG_CONFIG_HOME if set (the last two: which user config is read)."""
+    GITRAG_CONFIG and XDG_CONFIG_HOME if set (the last two: which user config is read), each
+    made absolute."""
     env = os.environ if env is None else env
     text = (resources.files("gitrag") / "systemd" / UNIT).read_text(encoding="utf-8")
     lines = []
@@ -52,7 +53,8 @@ def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -
             line = f"ExecStart={shlex.quote(python)} -m gitrag daemon"
         lines.append(line)
         if line.startswith("Environment=PYTHONUNBUFFERED"):
-            lines += [f"Environment={shlex.quote(f'{var}={env[var]}')}"
+            # made absolute as this shell reads them: the service runs from another folder
+            lines += [f"Environment={shlex.quote(f'{var}={Path(env[var]).expanduser().absolute()}')}"
                       for var in ("GITRAG_HOME", "GITRAG_CONFIG", "XDG_CONFIG_HOME") if env.get(var)]
     return "\n".join(lines) + f"\n{MARK}\n"
 
