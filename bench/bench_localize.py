@@ -9,7 +9,9 @@ objects of its git dir under ``--mirrors`` (``DIR/owner+name/repo``, ``DIR/owner
 ``DIR/owner__name`` or ``DIR/name``; or ``--repo-path owner/name=PATH``) and downloads
 nothing. It checks out the issues' base commits oldest first, so each index after the
 first is gitrag's own incremental sync of what changed between two base commits, and
-asks each issue text at its base commit:
+asks each issue text at its base commit. HEAD is moved with ``git update-ref --no-deref``
+(a detached HEAD; no checkout: gitrag indexes commits, and a clone whose largest blobs
+are missing still indexes, those files skipped as unreadable):
 
 - **gitrag**: ``ask --files`` in-process (gitrag.retrieval.ask, files=True): the ranked
   files give file Acc@k, the top 5 chunks give function recall@5;
@@ -38,6 +40,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -291,8 +294,8 @@ def main() -> int:
         bm25 = BM25()
         try:
             for n, issue in enumerate(issues, 1):
-                try:
-                    git(dest, "checkout", "-q", "-f", "--detach", issue["base_commit"])
+                try:  # HEAD moves, the work tree stays empty: gitrag indexes commits, not files on disk
+                    git(dest, "update-ref", "--no-deref", "HEAD", issue["base_commit"] + "^{commit}")
                 except RuntimeError as exc:
                     log(f"{issue['id']}: skipped ({exc})")
                     continue
@@ -300,8 +303,21 @@ def main() -> int:
                     ws = open_workspace(str(dest))
                     embedder = ws.embedder.fingerprint
                 t0 = time.perf_counter()
-                with output.progress_bar(False) as progress:
-                    Indexer(ws, progress).sync()
+                try:
+                    with output.progress_bar(False) as progress:
+                        Indexer(ws, progress).sync()
+                except Exception as exc:  # noqa: BLE001 - e.g. rename detection over a blob the clone lacks
+                    log(f"{issue['id']}: incremental sync failed ({type(exc).__name__}: {exc}); indexing afresh")
+                    data_dir = Path(ws.data_dir)
+                    ws.close()
+                    shutil.rmtree(data_dir, ignore_errors=True)
+                    ws = open_workspace(str(dest))
+                    try:
+                        with output.progress_bar(False) as progress:
+                            Indexer(ws, progress).sync()
+                    except Exception as exc2:  # noqa: BLE001
+                        log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
+                        continue
                 bm25.index(ws)
                 took = time.perf_counter() - t0
                 index_s += took
