@@ -224,6 +224,87 @@ def summarize(rows: list[dict], method: str) -> dict:
     return out
 
 
+# -- diagnosis of misses ---------------------------------------------------------------------
+
+_CHANGELOG = re.compile(r"(^|/)(CHANGELOG|CHANGES|HISTORY|NEWS|RELEASE[-_ ]?NOTES)[^/]*$", re.I)
+_DOC_EXT = (".md", ".rst", ".txt", ".adoc", ".markdown")
+_CONFIG = re.compile(r"(\.(toml|ya?ml|json|cfg|ini|gradle|xml|properties|lock)$|(^|/)(Makefile|CMakeLists\.txt|"
+                     r"Cargo\.toml|setup\.py|pom\.xml|package\.json|tox\.ini)$)", re.I)
+
+
+def _builder():  # noqa: ANN202
+    """bench/eval/localize/build.py as a module (its test-path and language rules)."""
+    if "localize_build" not in sys.modules:
+        from importlib import util
+
+        spec = util.spec_from_file_location("localize_build", SETS / "build.py")
+        module = util.module_from_spec(spec)
+        sys.modules["localize_build"] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules["localize_build"]
+
+
+def file_kind(path: str) -> str:
+    """What kind of file ``path`` is, by path convention: changelog, docs, tests,
+    examples, ci (``.github/``), config (build and settings files), declaration (``.d.ts``,
+    ``.pyi``, C/C++ headers, ``__init__.py``) or code."""
+    build = _builder()
+    low = path.lower()
+    name = path.rsplit("/", 1)[-1]
+    if _CHANGELOG.search(path):
+        return "changelog"
+    if low.startswith(".github/"):
+        return "ci"
+    if low.endswith(_DOC_EXT) or re.search(r"(^|/)(docs?|documentation|man)/", low):
+        return "docs"
+    if build.is_test_path(path):
+        return "tests"
+    if re.search(r"(^|/)(examples?|samples?|demos?|tutorials?)/", low):
+        return "examples"
+    if low.endswith((".d.ts", ".pyi", ".h", ".hpp", ".hh")) or name == "__init__.py":
+        return "declaration"
+    if _CONFIG.search(path):
+        return "config"
+    return "code" if build.code_language(path) else "other"
+
+
+def diagnose(rows: list[dict]) -> dict:
+    """For each method and language, what the wrong first files are (a count per
+    :func:`file_kind`, and how many sit in a folder of a gold file), and where the gold
+    file was ranked instead."""
+    out: dict = {}
+    kinds_cache: dict[str, str] = {}
+
+    def kind(path: str) -> str:
+        if path not in kinds_cache:
+            kinds_cache[path] = file_kind(path)
+        return kinds_cache[path]
+
+    for method in ("gitrag", "bm25"):
+        per: dict = defaultdict(lambda: {"misses@1": 0, "top1_kind": Counter(), "top3_wrong_kind": Counter(),
+                                          "top1_same_folder": 0, "gold_rank": Counter()})
+        for r in rows:
+            files = r[f"{method}_files"]
+            gold = set(r["gold_files"])
+            if files and files[0] in gold:
+                continue
+            for lang in (r["language"], "overall"):
+                d = per[lang]
+                d["misses@1"] += 1
+                if files:
+                    d["top1_kind"][kind(files[0])] += 1
+                    folders = {g.rsplit("/", 1)[0] for g in gold}
+                    d["top1_same_folder"] += files[0].rsplit("/", 1)[0] in folders
+                for f in files[:3]:
+                    if f not in gold:
+                        d["top3_wrong_kind"][kind(f)] += 1
+                first = r[method]["first_rank"]
+                d["gold_rank"]["none in top 10" if first is None else f"rank {first}"] += 1
+        out[method] = {lang: {k: (dict(v.most_common()) if isinstance(v, Counter) else v) for k, v in d.items()}
+                       for lang, d in sorted(per.items())}
+    return out
+
+
 # -- main ------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -241,7 +322,13 @@ def main() -> int:
     ap.add_argument("--per-repo", type=int, default=0, help="at most N issues per repository (the oldest)")
     ap.add_argument("--results", type=Path, help="write one JSON line per issue here")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    ap.add_argument("--diagnose", type=Path, metavar="RESULTS",
+                    help="only read a --results file and print what kinds of files win wrongly (JSON)")
     args = ap.parse_args()
+    if args.diagnose:
+        rows = [json.loads(x) for x in args.diagnose.read_text(encoding="utf-8").splitlines() if x.strip()]
+        print(json.dumps(diagnose(rows), indent=1))
+        return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
     home = args.home or tmp / "home"
