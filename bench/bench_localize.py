@@ -9,7 +9,9 @@ objects of its git dir under ``--mirrors`` (``DIR/owner+name/repo``, ``DIR/owner
 ``DIR/owner__name`` or ``DIR/name``; or ``--repo-path owner/name=PATH``) and downloads
 nothing. It checks out the issues' base commits oldest first, so each index after the
 first is gitrag's own incremental sync of what changed between two base commits, and
-asks each issue text at its base commit. HEAD is moved with ``git update-ref --no-deref``
+asks each issue text at its base commit (repositories cheapest first: fewest files to
+index, so an interrupted run has scored the most issues; ``--summarize`` prints the table
+of its ``--results``). HEAD is moved with ``git update-ref --no-deref``
 (a detached HEAD; no checkout: gitrag indexes commits, and a clone whose largest blobs
 are missing still indexes, those files skipped as unreadable):
 
@@ -99,6 +101,22 @@ def git(cwd: Path, *args: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def _index_cost(gitdir: Path | None, issues: list[dict]) -> int:
+    """Files a run indexes for ``issues`` (oldest first): all at the first base commit, then
+    those changed between successive ones. 0 without a git dir."""
+    if gitdir is None:
+        return 0
+
+    def names(*args: str) -> int:
+        proc = subprocess.run(["git", "--git-dir", str(gitdir), *args], capture_output=True, text=True)
+        return len(proc.stdout.splitlines()) if proc.returncode == 0 else 0
+
+    total = names("ls-tree", "-r", "--name-only", issues[0]["base_commit"])
+    for a, b in zip(issues, issues[1:]):
+        total += names("diff", "--name-only", a["base_commit"], b["base_commit"])
+    return total
 
 
 def work_clone(gitdir: Path, dest: Path) -> None:
@@ -318,16 +336,23 @@ def main() -> int:
     ap.add_argument("--embedder", help="GITRAG_EMBEDDER for the run: static (default) or local (MiniLM)")
     ap.add_argument("--lang", action="append", default=[], help="only issues of this language (repeatable)")
     ap.add_argument("--repo", action="append", default=[], help="only issues of this owner/name (repeatable)")
+    ap.add_argument("--skip-repo", action="append", default=[], help="leave out this owner/name (repeatable)")
     ap.add_argument("--limit", type=int, default=0, help="at most N issues in all")
     ap.add_argument("--per-repo", type=int, default=0, help="at most N issues per repository (the oldest)")
     ap.add_argument("--results", type=Path, help="write one JSON line per issue here")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--diagnose", type=Path, metavar="RESULTS",
                     help="only read a --results file and print what kinds of files win wrongly (JSON)")
+    ap.add_argument("--summarize", type=Path, nargs="+", metavar="RESULTS",
+                    help="only read --results files (e.g. of an interrupted run) and print their table")
     args = ap.parse_args()
     if args.diagnose:
         rows = [json.loads(x) for x in args.diagnose.read_text(encoding="utf-8").splitlines() if x.strip()]
         print(json.dumps(diagnose(rows), indent=1))
+        return 0
+    if args.summarize:
+        rows = [json.loads(x) for f in args.summarize for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        report(rows, "(from results files)", {}, 0.0, 0.0, args.json)
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
@@ -350,6 +375,9 @@ def main() -> int:
         name, _, p = spec.partition("=")
         paths[name.lower()] = Path(p)
     rows = load_sets(args.sets, args.lang, args.repo)
+    if args.skip_repo:
+        skip = {x.lower() for x in args.skip_repo}
+        rows = [r for r in rows if r["repo"].lower() not in skip]
     if args.per_repo:
         seen: Counter = Counter()
         kept = []
@@ -363,6 +391,10 @@ def main() -> int:
     by_repo: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_repo[r["repo"]].append(r)
+    # cheapest repositories first (files at the first base commit plus files changed between
+    # successive ones), so an interrupted run has scored the most issues
+    cost = {repo: _index_cost(find_gitdir(args.mirrors, repo, paths), issues) for repo, issues in by_repo.items()}
+    by_repo = dict(sorted(by_repo.items(), key=lambda kv: (cost[kv[0]], kv[0].lower())))
     results: list[dict] = []
     skipped: dict[str, str] = {}
     out_fh = open(args.results, "w", encoding="utf-8") if args.results else None
@@ -438,19 +470,26 @@ def main() -> int:
                 ws.close()
     if out_fh:
         out_fh.close()
+    report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json)
+    return 0
+
+
+def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds: float, index_s: float,
+           as_json: bool) -> None:
+    """Print the per-language table (or JSON) of ``results`` (one row per issue)."""
     by_lang: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_lang[r["language"]].append(r)
     summary = {
         "embedder": embedder, "issues": len(results), "repositories": len({r["repo"] for r in results}),
-        "skipped": skipped, "seconds": round(time.perf_counter() - started, 1), "index_seconds": round(index_s, 1),
+        "skipped": skipped, "seconds": round(seconds, 1), "index_seconds": round(index_s, 1),
         "by_language": {lang: {"gitrag": summarize(rs, "gitrag"), "bm25": summarize(rs, "bm25")}
                         for lang, rs in sorted(by_lang.items())},
         "overall": {"gitrag": summarize(results, "gitrag"), "bm25": summarize(results, "bm25")},
     }
-    if args.json:
+    if as_json:
         print(json.dumps(summary, indent=1))
-        return 0
+        return
     print(f"embedder {embedder}; {len(results)} issues in {summary['repositories']} repositories; "
           f"file Acc@k and function recall@{FUNC_K} in %")
     print("| language | n | method | Acc@1 | Acc@3 | Acc@5 | Acc@10 | func R@5 |")
@@ -463,7 +502,6 @@ def main() -> int:
             print(f"| {lang} | {m['n']} | {method} | {cells} |")
     for repo, why in skipped.items():
         print(f"skipped {repo}: {why}")
-    return 0
 
 
 if __name__ == "__main__":
