@@ -263,9 +263,10 @@ def _builder():  # noqa: ANN202
 
 
 def file_kind(path: str) -> str:
-    """What kind of file ``path`` is, by path convention: changelog, docs, tests,
-    examples, ci (``.github/``), config (build and settings files), declaration (``.d.ts``,
-    ``.pyi``, C/C++ headers, ``__init__.py``) or code."""
+    """What kind of file ``path`` is, by path convention: changelog, docs, ci
+    (``.github/``), tests, examples, generated copy (``singleheader/``, amalgamations,
+    ``dist/``, minified), declaration (``.d.ts``, ``.pyi``, ``*.types.ts``,
+    ``__init__.py``), header (C/C++), config (build and settings files) or code."""
     build = _builder()
     low = path.lower()
     name = path.rsplit("/", 1)[-1]
@@ -279,8 +280,12 @@ def file_kind(path: str) -> str:
         return "tests"
     if re.search(r"(^|/)(examples?|samples?|demos?|tutorials?)/", low):
         return "examples"
-    if low.endswith((".d.ts", ".pyi", ".h", ".hpp", ".hh")) or name == "__init__.py":
+    if re.search(r"(^|/)(singleheader|amalgamat\w*|dist|generated|gen)/|\.min\.[jc]ss?$|amalgamat", low):
+        return "generated copy"
+    if low.endswith((".d.ts", ".pyi", ".types.ts")) or name == "__init__.py":
         return "declaration"
+    if low.endswith((".h", ".hpp", ".hh", ".hxx")):
+        return "header"
     if _CONFIG.search(path):
         return "config"
     return "code" if build.code_language(path) else "other"

@@ -61,14 +61,15 @@ EXT_LANG = {
 
 _TEST_DIR = re.compile(r"(^|/)(tests?|testing|__tests__|spec|specs|test-?data|fixtures|benchmarks?)(/|$)", re.I)
 _TEST_NAME = re.compile(
-    r"(^test_.*\.py$|_test\.py$|^conftest\.py$|_test\.go$|(Test|Tests|IT)\.java$|^Test.*\.java$|_test\.rs$|"
+    r"(^test_.*\.py$|_test\.py$|^conftest\.py$|^tests?\.(py|rs)$|_test\.go$|(Test|Tests|IT)\.java$|^Test.*\.java$|_test\.rs$|"
     r"\.(test|spec)\.[cm]?[jt]sx?$|_test\.(c|cc|cpp)$|^test_.*\.(c|cc|cpp|h|hpp)$)")
 
 
 def is_test_path(path: str) -> bool:
     """A test, fixture or benchmark file by path convention (folders ``test``/``tests``/
     ``testing``/``__tests__``/``spec``/``fixtures``/``benchmark``, names ``test_*.py``,
-    ``*_test.go``, ``*Test.java``, ``*.test.ts``, ``*.spec.js``...)."""
+    ``tests.py``, Rust's ``test.rs``/``tests.rs`` modules, ``*_test.go``, ``*Test.java``,
+    ``*.test.ts``, ``*.spec.js``...)."""
     name = path.rsplit("/", 1)[-1]
     return bool(_TEST_DIR.search(path.rsplit("/", 1)[0] + "/" if "/" in path else "") or _TEST_NAME.search(name))
 
