@@ -28,6 +28,10 @@ class UnsupportedPath(GitragError):
     """A repository folder whose path is not valid UTF-8 (gitrag keys its index by it)."""
 
 
+class UnsupportedRepository(GitragError):
+    """A repository gitrag's git library cannot read (a sha256 object format, for one)."""
+
+
 class EmptyRepository(GitragError):
     """The repository (or branch) has no commit yet."""
 

@@ -28,6 +28,7 @@ import numpy as np
 import structlog
 
 from gitrag import sparse
+from gitrag.vector_cache import stored_form
 from gitrag import state as state_mod
 from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
@@ -398,7 +399,8 @@ class Indexer:
             for i in range(0, len(todo), batch):
                 part = todo[i : i + batch]
                 got, failed = _embed(emb, [t for _, t in part], [self._spans.pop(h, None) for h, _ in part])
-                fresh = {h: got[j] for j, (h, _) in enumerate(part) if j not in failed}
+                # as the cache keeps them (float16): the same point whether embedded now or read back
+                fresh = {h: stored_form(got[j]) for j, (h, _) in enumerate(part) if j not in failed}
                 pending.update(fresh)
                 if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:
                     state.put_vectors(pending, branch.fingerprint)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -81,8 +82,18 @@ def check_hooks(repo: GitRepo) -> Check:
 
 
 def _hook_python(path: Path) -> str | None:
-    match = re.search(r"^GITRAG_PYTHON=(.*)$", path.read_text(errors="replace"), re.M)
-    return match.group(1).strip("'\"") if match else None
+    """The interpreter a hook runs, read as sh reads its ``GITRAG_PYTHON=`` word (quoted by
+    ``shlex.quote``: a path may hold spaces, quotes or a newline)."""
+    text = path.read_text(errors="replace")
+    match = re.search(r"^GITRAG_PYTHON=", text, re.M)
+    if match is None:
+        return None
+    lex = shlex.shlex(text[match.end():], posix=True)
+    lex.whitespace_split = True
+    try:
+        return lex.get_token() or None
+    except ValueError:  # an unbalanced quote: a hook edited by hand
+        return None
 
 
 def check_daemon() -> Check:
