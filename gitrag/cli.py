@@ -243,11 +243,13 @@ def notify(hook: str, args: tuple[str, ...]) -> None:
 @cli.command()
 @REPO
 @JSON
-def doctor(repo: str, as_json: bool) -> None:
+@click.option("--deep", is_flag=True, help="Read the whole store and vector cache and verify every digest, "
+              "vector and membership (plain doctor checks a bounded sample).")
+def doctor(repo: str, as_json: bool, deep: bool) -> None:
     """Check git, hooks, daemon, embedder, store and index lag; one line each, with the fix."""
     from gitrag.commands.doctor import doctor as run
 
-    _exit(lambda: run(repo, as_json))
+    _exit(lambda: run(repo, as_json, deep=deep))
 
 
 @cli.command()

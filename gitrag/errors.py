@@ -56,6 +56,12 @@ class StoreError(GitragError):
     """The vector store failed (disk full, server down, corrupt collection)."""
 
 
+class StoreDamaged(StoreError):
+    """The store's files fail: the engine cannot read them, or what it returns fails its
+    checks (a payload digest, a dense vector unlike the vector cache's). Everything in the
+    store is derived from git and the vector cache: :mod:`gitrag.heal` rebuilds it."""
+
+
 class StateError(GitragError):
     """The SQLite state is missing, corrupt or from an incompatible gitrag version."""
 

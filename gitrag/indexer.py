@@ -28,7 +28,6 @@ import numpy as np
 import structlog
 
 from gitrag import sparse
-from gitrag.vector_cache import stored_form
 from gitrag import state as state_mod
 from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
@@ -40,6 +39,7 @@ from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.policy import VERSION as POLICY_VERSION
 from gitrag.state import Branch, FileUpdate, PointRow
 from gitrag.vectors import VERSION as VECTORS_VERSION
+from gitrag.vector_cache import stored_form
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.indexer")
@@ -132,6 +132,13 @@ class Indexer:
 
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+        """:meth:`_sync`, healed (gitrag.heal): a damaged collection is moved aside and
+        rebuilt from the vector cache, and ``rebuild`` moves it aside first."""
+        from gitrag import heal
+
+        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch), rebuild=rebuild)
+
+    def _sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
         index to the commit at its tip, whether or not it is checked out (a sync reads the
         commit's tree from the object database, never the work tree). Raises

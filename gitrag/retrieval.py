@@ -17,6 +17,7 @@ from typing import Any
 from gitrag import ranking, sparse, symbols
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
+from gitrag.integrity import check_results
 from gitrag.ranking.pieces import merge_pieces
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
@@ -154,6 +155,8 @@ def search(
     results = results[:k]
     if expand > 0:
         results += _expansions(ws, branch.name, results, expand, scope)
+    # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
+    check_results(ws, coll, branch.fingerprint, (r.point_id for r in results))
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r)

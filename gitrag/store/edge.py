@@ -59,11 +59,14 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, explain, str_id, translate
+from gitrag.store._common import (
+    BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, checked, dense_list, explain, str_id, translate,
+)
 from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
+_ASIDE = ".damaged-"  # ``<name>.damaged-<time>``: a collection moved aside (gitrag.heal), never listed
 # The engine writes through memory maps of sparse, preallocated files: on a full disk a
 # write there kills the process with SIGBUS instead of failing. So no write starts with
 # less than this free, plus a generous allowance per point written.
@@ -231,7 +234,7 @@ class EdgeStore:
             raise StoreError(f"collection {name!r} does not exist in {self.root}: run `gitrag index`")
         self._hold(name)
         try:
-            with translate(f"collection {folder}"):
+            with checked(f"collection {folder}"):
                 shard = EdgeShard.load(str(folder))
         except BaseException:
             self._let_go(name)
@@ -299,7 +302,8 @@ class EdgeStore:
         with self._lock:
             if not self.root.is_dir():
                 return []
-            return sorted(p.name for p in self.root.iterdir() if (p / _CONFIG_FILE).is_file())
+            return sorted(p.name for p in self.root.iterdir()
+                          if (p / _CONFIG_FILE).is_file() and _ASIDE not in p.name)
 
     # -- points --------------------------------------------------------------------
 
@@ -308,7 +312,7 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 shard.update(operation())
 
     def upsert(self, name: str, points: list[PointRecord]) -> None:
@@ -348,7 +352,7 @@ class EdgeStore:
 
     def _existing(self, name: str, ids: list[str]) -> set[str]:
         shard = self._shard(name)
-        with translate(f"collection {self._dir(name)}"):
+        with checked(f"collection {self._dir(name)}"):
             records = shard.retrieve(ids, False, False) if ids else []
         return {str_id(r.id) for r in records}
 
@@ -360,7 +364,7 @@ class EdgeStore:
             shard = self._shard(name)
             found: set[str] = set()
             offset: Any = None
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 while True:
                     page, offset = shard.scroll(
                         ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=False, with_vector=False)
@@ -373,7 +377,7 @@ class EdgeStore:
         """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 return int(shard.count(CountRequest(exact=True, filter=_in_branch(None, branch))))
 
     def search(
@@ -392,7 +396,7 @@ class EdgeStore:
         request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch), with_payload)
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 scored = shard.query(request)
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in scored]
 
@@ -402,9 +406,50 @@ class EdgeStore:
             return {}
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 records = shard.retrieve(list(ids), True, False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
+
+    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray]]:
+        """{point id: (payload, float32 dense vector)} of the points ``ids`` (missing ones
+        left out), in one ``retrieve``: what :mod:`gitrag.integrity` checks of the results."""
+        if not ids:
+            return {}
+        with self._lock:
+            shard = self._shard(name)
+            with checked(f"collection {self._dir(name)}"):
+                records = shard.retrieve(list(ids), True, True)
+                return {str_id(r.id): (dict(r.payload or {}), np.asarray((r.vector or {}).get(DENSE, ()),
+                                                                          dtype=np.float32)) for r in records}
+
+    def move_aside(self, name: str) -> Path | None:
+        """Close the collection and rename its folder to ``<name>.damaged-<n>`` (under its
+        lock, so no other process has it open); returns that path (None: no folder)."""
+        with self._lock:
+            folder = self._dir(name)
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                try:
+                    shard.close()
+                except Exception:  # noqa: BLE001 - a damaged shard may not close cleanly: it is set aside anyway
+                    pass
+            if not folder.exists():
+                self._let_go(name)
+                return None
+            self._hold(name)
+            try:
+                n = 0
+                while (aside := self.root / f"{name}{_ASIDE}{os.getpid()}-{n}").exists():
+                    n += 1
+                folder.rename(aside)
+            finally:
+                self._let_go(name)
+            return aside
+
+    def delete_aside(self, aside: Path) -> None:
+        """Delete a folder :meth:`move_aside` made (once the rebuild is complete)."""
+        if _ASIDE in Path(aside).name:
+            shutil.rmtree(aside, ignore_errors=True)
 
     # -- durability ----------------------------------------------------------------
 
@@ -417,7 +462,7 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 shard.flush()
                 if shard.optimize():
                     shard.flush()

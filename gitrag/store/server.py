@@ -282,6 +282,18 @@ class ServerStore:
             records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
 
+    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray]]:
+        """{point id: (payload, float32 dense vector)} of the points ``ids``, in one ``retrieve``."""
+        if not ids:
+            return {}
+        with self._lock, self._translate(name):
+            records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=[DENSE])
+        out = {}
+        for r in records:
+            vec = r.vector.get(DENSE, ()) if isinstance(r.vector, dict) else (r.vector or ())
+            out[str_id(r.id)] = (dict(r.payload or {}), np.asarray(vec, dtype=np.float32))
+        return out
+
     # -- durability ----------------------------------------------------------------
 
     def flush(self, name: str) -> None:
