@@ -250,3 +250,106 @@ def test_a_sha256_repository_is_refused_in_one_line_by_every_command(tmp_path: P
     assert "internal error" not in proc.stderr and not (path / ".git" / "hooks" / "post-commit").exists()
     record(f"`gitrag {command[0]}` in a `git init --object-format=sha256` repository",
            "exit 1, one line: a sha256 repository, not supported (pygit2's libgit2 reads sha1 only)", group=GROUP)
+
+
+# -- cases 1 and 2: the store's files gone bad -----------------------------------------------
+
+
+def _segment_files(name: str) -> list[Path]:
+    return sorted(config.data_root().glob(f"*/qdrant/*/segments/*/{name}"))
+
+
+def _ask(path: Path, question: str, mode: str = "hybrid") -> subprocess.CompletedProcess[str]:
+    return run("ask", question, "--json", "--no-answer", "--mode", mode, "--repo", str(path))
+
+
+def _answers(proc: subprocess.CompletedProcess[str]) -> list[tuple[str, int, float]]:
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    return [(r["path"], r["start_line"], round(r["score"], 3)) for r in json.loads(proc.stdout)["results"]]
+
+
+QUESTIONS = ["alpha function value", "gamma", "how is beta computed", "delta helper"]
+
+
+def _asked(path: Path, mode: str) -> list[list[tuple[str, int, float]]]:
+    return [_answers(_ask(path, q, mode)) for q in QUESTIONS]
+
+
+def _no_aside_left() -> bool:
+    return not list(config.data_root().glob("*/qdrant/*.damaged-*"))
+
+
+def _doctor(path: Path, *extra: str) -> tuple[int, str]:
+    proc = run("doctor", *extra, "--repo", str(path))
+    assert "internal error" not in proc.stderr
+    line = next((row for row in proc.stdout.splitlines() if " integrity " in f" {row} "), "")
+    return proc.returncode, line
+
+
+def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "dense")
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    with open(vectors, "r+b") as fh:  # random bytes over every stored vector
+        fh.write(os.urandom(64 * 1024))
+    code, line = _doctor(repo.path)  # today: "ok store", nothing else
+    assert code == 1 and line.startswith("FAIL integrity") and "fail" in line, line
+    assert "gitrag index --rebuild" in line
+    after = _asked(repo.path, "dense")  # today: 20 of 20 dense answers changed, no word
+    assert after == before
+    assert _no_aside_left()
+    assert _doctor(repo.path, "--deep")[1].startswith("ok   integrity")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("random bytes over the store's dense vector file", "doctor: FAIL integrity, fix `gitrag index --rebuild`; "
+           "the next ask finds the vectors unlike the cache's, rebuilds the collection from the cache (nothing "
+           "embedded) and answers as before", lost, wrong, GROUP)
+
+
+def _break_segment() -> None:
+    (payload,) = _segment_files("payload_storage/page_0.dat")
+    with open(payload, "r+b") as fh:
+        fh.write(b"\0" * 4096)  # a payload page zeroed
+    (segment,) = _segment_files("segment.json")
+    segment.unlink()  # and segment.json gone
+
+
+def test_a_corrupt_store_segment_is_moved_aside_and_rebuilt(repo: Repo, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    _break_segment()
+    code, line = _doctor(repo.path, "--deep")  # today: "ok store"
+    assert code == 1 and "is damaged" in line and "gitrag index --rebuild" in line, line
+    assert "Failed to decompress" not in line and "\n" not in line
+    after = _asked(repo.path, "hybrid")  # today: the engine's raw message
+    assert after == before
+    assert _no_aside_left()
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a store segment broken (a payload page zeroed, segment.json gone)", "doctor --deep: FAIL, the "
+           "collection is damaged, fix `gitrag index --rebuild`; the next ask moves it aside, rebuilds it from the "
+           "cache and git (nothing embedded), answers as before, deletes the moved copy", lost, wrong, GROUP)
+
+
+def test_index_rebuild_repairs_a_corrupt_store_without_embedding(repo: Repo, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    _break_segment()
+    proc = run("index", "--rebuild", "--json", "--repo", str(repo.path))  # today: fails like the ask
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["chunks_embedded"] == 0 and out["chunks_reused"] == out["chunks_total"] > 0, out
+    assert _no_aside_left()
+    assert _doctor(repo.path, "--deep")[1].startswith("ok   integrity")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("`gitrag index --rebuild` on a broken store segment", "exit 0: moved aside, rebuilt from the cache "
+           "(0 chunks embedded), the moved copy deleted", lost, wrong, GROUP)

@@ -90,9 +90,9 @@ def checked(where: str) -> Iterator[None]:
     engine's own words, cut to one short line, in parentheses)."""
     try:
         yield
-    except StoreError:
+    except (StoreError, KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
-    except Exception as exc:  # the engines raise bare Exception
+    except BaseException as exc:  # bare Exception, and pyo3's PanicException (a BaseException) on bad files
         text = " ".join((str(exc) or type(exc).__name__).split())
         if _known(text.lower(), exc):
             raise StoreError(explain(exc, where)) from exc
