@@ -240,6 +240,8 @@ class State:
         self.migrated_from: str | None = None
         self._planner: sqlite3.Connection | None = None
         self._open()
+        if reset_incompatible:
+            self._move_aside_if_damaged()
         self._check_version(reset_incompatible)
 
     def _open(self) -> None:
@@ -251,6 +253,26 @@ class State:
         except sqlite3.DatabaseError as exc:
             raise StateError(_cannot_open(self.path, exc, "move it away and run `gitrag index` to rebuild")) from None
         self._inode = os.stat(self.path).st_ino
+
+    def _move_aside_if_damaged(self) -> None:
+        """``index --rebuild``: a state SQLite finds damaged (``PRAGMA quick_check``) is moved
+        to ``state.db.damaged`` and an empty one takes its place (``reset_from`` = "damaged":
+        the collections are dropped and rebuilt from git and the vector cache)."""
+        try:
+            row = self.db.execute("PRAGMA quick_check").fetchone()
+            bad = row is None or row[0] != "ok"
+        except sqlite3.DatabaseError as exc:
+            bad, row = True, (str(exc),)
+        if not bad:
+            return
+        self.db.close()
+        aside = self.path.with_name("state.db.damaged")
+        for suffix in ("-wal", ""):
+            if Path(f"{self.path}{suffix}").exists():
+                Path(f"{self.path}{suffix}").replace(f"{aside}{suffix}")
+        Path(f"{self.path}-shm").unlink(missing_ok=True)
+        self._open()
+        self.reset_from = "damaged"
 
     def _check_version(self, reset: bool) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -194,6 +195,8 @@ def check_lag(repo: GitRepo) -> list[Check]:
         return [Check("lag", "fail", str(exc))]
     try:
         branches = state.branches()
+    except sqlite3.DatabaseError as exc:  # a damaged state.db: name it and the fix
+        return [Check("lag", "fail", f"{state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")]
     finally:
         state.close()
     if not branches and repo.head() is None:
@@ -233,6 +236,8 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
         if not ws.state.branches():
             return Check(name, "ok", "nothing indexed yet: nothing to check")
         problems, counts = integrity.audit(ws, deep)
+    except sqlite3.DatabaseError as exc:
+        return Check(name, "fail", f"{ws.state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")
     except StoreError as exc:
         if "open in another process" in str(exc):
             return Check(name, "warn", "the daemon holds the store: its contents were not checked",
