@@ -353,3 +353,29 @@ def test_index_rebuild_repairs_a_corrupt_store_without_embedding(repo: Repo, tmp
     assert (lost, wrong) == (0, 0)
     record("`gitrag index --rebuild` on a broken store segment", "exit 0: moved aside, rebuilt from the cache "
            "(0 chunks embedded), the moved copy deleted", lost, wrong, GROUP)
+
+
+def test_the_daemon_heals_a_store_it_holds_open(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from tests.daemonutil import stop_daemon
+    from tests.reliability import start_daemon
+
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "dense")
+    proc = start_daemon()
+    try:
+        assert _asked(repo.path, "dense") == before  # the daemon has the shard open now
+        (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+        with open(vectors, "r+b") as fh:  # under its memory map
+            fh.write(os.urandom(64 * 1024))
+        assert _asked(repo.path, "dense") == before  # checked, rebuilt on the daemon's worker thread, asked again
+        assert _no_aside_left()
+    finally:
+        stop_daemon(proc)
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("random bytes over the dense vector file of a store the daemon holds open", "the daemon's ask finds "
+           "the vectors unlike the cache's, rebuilds the collection on its worker thread, answers as before",
+           lost, wrong, GROUP)
