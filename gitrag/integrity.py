@@ -1,17 +1,23 @@
-"""Checks on what the store gives back: payload digests, dense vectors against the cache.
+"""Checks on what the store gives back: payload digests and vector signatures.
 
-Every point gitrag writes carries ``digest`` in its payload: BLAKE2b-64 (16 hex) of the
-payload's own fields (canonical JSON, without ``branches``, ``hidden`` and ``digest``,
-which change without the chunk changing) bound to the point id. A point's dense vector
-is derived, ``combine(chunk vector, path vector)`` (gitrag.vectors), from two rows of the
-vector cache, which check themselves (gitrag.vector_cache); so the store's copy is
-checked by deriving it again.
+Every point gitrag writes carries two payload fields of its own:
 
-:func:`check_results` runs on the results of every query (the ten or so points that are
-about to be shown, not the whole candidate lists): one ``retrieve`` of their payloads and
-vectors and one cache read. A point that fails raises StoreDamaged, which the callers
-(gitrag.heal) answer by rebuilding the collection from the vector cache and git. A point
-written before digests existed has none: its payload is not checked, its vector is.
+- ``vsig``: the signature of its vectors, ``[r1 . dense, r2 . dense, dense . dense,
+  t . sparse, number of sparse terms]`` with r1, r2 two fixed pseudo-random unit vectors
+  (seeded by the dimension) and t a fixed pseudo-random weight per term id. The vectors
+  are derived from rows of the vector cache that check themselves (gitrag.vector_cache);
+  the signature is made from them as they are written. Random bytes over a vector move
+  the dot products by orders of magnitude more than ``SIG_TOLERANCE``; the engine's own
+  renormalisation of a cosine vector moves them by ~1e-7.
+- ``digest``: BLAKE2b-64 (16 hex) of the point id and the payload's fields (canonical
+  JSON, without ``branches``, ``hidden`` and ``digest``, which change without the chunk
+  changing), ``vsig`` included.
+
+:func:`check_results` runs on the results of every query (the ten or so points about to
+be shown, not the whole candidate lists): one ``retrieve`` of their payloads and vectors,
+a digest and five dot products each; no cache read. A point that fails raises
+StoreDamaged, which the callers (gitrag.heal) answer by rebuilding the collection from the
+vector cache and git. A point written before these fields existed is not checked.
 
 Cost: BENCHMARKS.md, "Integrity checks".
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,11 +36,44 @@ from gitrag.errors import StoreDamaged
 from gitrag.store._common import BRANCHES, HIDDEN, damaged
 
 DIGEST = "digest"
+SIGNATURE = "vsig"
 _UNBOUND = (BRANCHES, HIDDEN, DIGEST)
-#: a stored dense vector may differ from the one derived again by the engine's own
-#: normalisation and float32 rounding (~1e-7); float16 cache rows against float32 points
-#: written before format 2: < 2e-4. Random bytes differ by orders of magnitude more.
-VECTOR_TOLERANCE = 2e-3
+SIG_TOLERANCE = 1e-4
+SCORE_TOLERANCE = 1e-3  # the engine's float32 cosine against ours in float64
+
+
+@lru_cache(maxsize=8)
+def _projections(dim: int) -> np.ndarray:
+    rng = np.random.default_rng(dim)
+    r = rng.standard_normal((2, dim))
+    return (r / np.linalg.norm(r, axis=1, keepdims=True)).astype(np.float64)
+
+
+def _term_weights(indices: Any) -> np.ndarray:
+    idx = np.asarray(indices, dtype=np.uint64)
+    return ((idx * np.uint64(2654435761)) % np.uint64(2**32)).astype(np.float64) / 2**32 - 0.5
+
+
+def signature(dense: np.ndarray, terms: Any) -> list[float]:
+    """``vsig`` of a point's dense vector and sparse vector (see the module doc)."""
+    v = np.asarray(dense, dtype=np.float64).ravel()
+    r = _projections(v.shape[0]) @ v
+    vals = np.asarray(terms.values, dtype=np.float64)
+    t = float(_term_weights(terms.indices) @ vals) if len(vals) else 0.0
+    return [round(float(r[0]), 7), round(float(r[1]), 7), round(float(v @ v), 7), round(t, 7), float(len(vals))]
+
+
+def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
+    if not isinstance(want, list) or len(want) != 5 or not all(isinstance(x, (int, float)) for x in want):
+        return False
+    if dense.size == 0 or not np.isfinite(dense).all():
+        return False
+    got = signature(dense, terms) if terms is not None else None
+    if got is None:
+        return False
+    if got[4] != want[4]:
+        return False
+    return all(abs(a - b) <= SIG_TOLERANCE * max(1.0, abs(b)) for a, b in zip(got[:4], want[:4], strict=True))
 
 
 def payload_digest(point_id: str, payload: dict[str, Any]) -> str:
@@ -47,9 +87,10 @@ def payload_digest(point_id: str, payload: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def with_digest(point_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` plus its ``digest`` (what the store is given)."""
-    return {**payload, DIGEST: payload_digest(point_id, payload)}
+def with_digest(point_id: str, payload: dict[str, Any], dense: np.ndarray, terms: Any) -> dict[str, Any]:
+    """``payload`` plus the signature of the point's vectors and its digest (what the store is given)."""
+    signed = {**payload, SIGNATURE: signature(dense, terms)}
+    return {**signed, DIGEST: payload_digest(point_id, signed)}
 
 
 def payload_ok(point_id: str, payload: dict[str, Any]) -> bool:
@@ -60,35 +101,43 @@ def payload_ok(point_id: str, payload: dict[str, Any]) -> bool:
     return isinstance(got, str) and got == payload_digest(point_id, payload)
 
 
-def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]) -> int:
+def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str], query: Any = None,
+                  scores: dict[str, float] | None = None) -> int:
     """Check the points ``ids`` of ``collection`` (see the module doc); returns how many
-    were checked. Raises StoreDamaged naming the collection when one fails."""
-    from gitrag.vectors import combine, path_key
-
+    were checked. With the dense ``query`` and the engine's cosine ``scores`` ({id: score}),
+    each checked point's score is computed again from its vector: an engine that scored
+    one vector and returned another point's id (a lost id map) is caught too. Raises
+    StoreDamaged naming the collection when one fails. ``fingerprint``: the embedder's."""
     wanted = [i for i in dict.fromkeys(ids) if i]
     records = getattr(ws.store, "records", None)
     if not wanted or records is None:
         return 0
     got = records(collection, wanted)
     where = f"collection {collection}"
-    keys: dict[str, tuple[str, str]] = {}
-    for pid, (payload, _vec) in got.items():
+    for pid, (payload, vec, terms) in got.items():
         if not payload_ok(pid, payload):
             raise damaged(where, f"the payload of point {pid} fails its digest")
-        chunk, path = payload.get("chunk_hash"), payload.get("path")
-        if isinstance(chunk, str) and isinstance(path, str):
-            keys[pid] = (chunk, path_key(path))
-    cached = ws.state.get_vectors([k for pair in keys.values() for k in pair], fingerprint)
-    for pid, (chunk, pkey) in keys.items():
-        vec = got[pid][1]
-        if chunk not in cached or pkey not in cached:
-            continue  # dropped from the cache (it heals itself on the next sync): nothing to compare with
-        want = combine(cached[chunk], cached[pkey])
-        if vec.shape != want.shape or not np.isfinite(vec).all() or float(np.abs(vec - want).max()) > VECTOR_TOLERANCE:
-            raise damaged(where, f"the dense vector of point {pid} differs from the vector cache's")
+        if SIGNATURE in payload and not _signature_ok(payload[SIGNATURE], vec, terms):
+            raise damaged(where, f"the vectors of point {pid} fail their signature")
+        if query is not None and scores and pid in scores and vec.size == np.size(query):
+            q = np.asarray(query, dtype=np.float64).ravel()
+            v = vec.astype(np.float64)
+            cosine = float(q @ v / ((np.linalg.norm(q) * np.linalg.norm(v)) or 1.0))
+            if abs(cosine - scores[pid]) > SCORE_TOLERANCE:
+                raise damaged(where, f"point {pid} was scored {scores[pid]:.4f} for a vector whose score is "
+                                     f"{cosine:.4f}: the engine's id map is wrong")
     return len(got)
 
 
+def check_count(ws: Any, branch: Any) -> None:
+    """StoreDamaged when the store shows ``branch`` another number of points than its
+    manifest holds (a query that found fewer results than it asked for runs this: lost
+    points leave no other trace in an answer)."""
+    have = ws.store.count(branch.collection, branch=branch.view)
+    want = ws.state.point_count(branch.name)
+    if have != want:
+        raise damaged(f"collection {branch.collection}",
+                      f"it shows branch {branch.name!r} {have} points, its manifest holds {want}")
 
 
 # -- gitrag doctor: the whole store and cache, or a bounded sample ------------------------------
@@ -153,7 +202,7 @@ def audit(ws: Any, deep: bool) -> tuple[list[str], dict[str, int]]:
             counts["points"] += len(ids)
             if bad:
                 problems.append(f"collection {collection}: {bad} of {len(ids)} points checked fail "
-                                "(payload digest, dense vector against the cache, or membership)")
+                                "(payload digest, vector signature, or membership)")
         except StoreDamaged as exc:
             problems.append(str(exc).split(": it is rebuilt")[0])
     return problems, counts
@@ -170,7 +219,7 @@ def _bad_points(ws: Any, collection: str, fingerprint: str, ids: list[str], want
             bad += sum(_one_bad(ws, collection, fingerprint, pid) for pid in part)
             continue
         got = ws.store.records(collection, part) if hasattr(ws.store, "records") else {}
-        for pid, (payload, _vec) in got.items():
+        for pid, (payload, _vec, _terms) in got.items():
             if (tuple(payload.get(BRANCHES, ())), tuple(payload.get(HIDDEN, ()))) != tuple(want[pid]):
                 bad += 1
     return bad

@@ -45,7 +45,7 @@ import numpy as np
 
 from gitrag.errors import StateError
 from gitrag.store.base import BranchView, SparseVec
-from gitrag.vector_cache import VectorCache
+from gitrag.vector_cache import VectorCache, is_malformed
 
 FORMAT_VERSION = 2
 MIGRATES_FROM = "1"  # a state of this format is converted on open (its vectors go to the shared cache)
@@ -223,6 +223,10 @@ def _disk_errors(path: Path) -> Iterator[None]:
         raise
 
 
+class _Damaged(Exception):
+    """SQLite found ``state.db`` itself damaged while opening it."""
+
+
 class State:
     """The SQLite database of one repository (``<data dir>/state.db``) and the shared cache."""
 
@@ -231,7 +235,9 @@ class State:
         its vectors go to the shared cache, the rest is rebuilt by the next sync with no
         embedding (``migrated_from`` says so). A state of another format raises StateError,
         unless ``reset_incompatible``: then it is moved aside to ``state.db.format-<N>`` and
-        an empty one takes its place (``reset_from`` says which format was moved).
+        an empty one takes its place (``reset_from`` says which format was moved). A state
+        SQLite finds damaged on open is moved to ``state.db.damaged`` and started again
+        (``reset_from`` = "damaged"; it is all derived from git and the vector cache).
         ``cache_path``: the shared vector cache (default ``<data dir>/../cache.db``)."""
         self.path = Path(data_dir) / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -239,7 +245,11 @@ class State:
         self.reset_from: str | None = None
         self.migrated_from: str | None = None
         self._planner: sqlite3.Connection | None = None
-        self._open()
+        try:
+            self._open()
+        except _Damaged:  # everything in it is derived from git and the cache: start again
+            self._set_aside()
+            self._open()
         if reset_incompatible:
             self._move_aside_if_damaged()
         self._check_version(reset_incompatible)
@@ -251,6 +261,8 @@ class State:
                 if self.db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0] == 0:
                     self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
+            if is_malformed(exc) and _refusal(self.path) is None and self.reset_from != "damaged":
+                raise _Damaged(str(exc)) from None
             raise StateError(_cannot_open(self.path, exc, "move it away and run `gitrag index` to rebuild")) from None
         self._inode = os.stat(self.path).st_ino
 
@@ -266,12 +278,17 @@ class State:
         if not bad:
             return
         self.db.close()
+        self._set_aside()
+        self._open()
+
+    def _set_aside(self) -> None:
+        """Move a damaged ``state.db`` (and its WAL) to ``state.db.damaged``; ``reset_from``
+        = "damaged" (the workspace drops the collections: the next sync rebuilds them)."""
         aside = self.path.with_name("state.db.damaged")
         for suffix in ("-wal", ""):
             if Path(f"{self.path}{suffix}").exists():
                 Path(f"{self.path}{suffix}").replace(f"{aside}{suffix}")
         Path(f"{self.path}-shm").unlink(missing_ok=True)
-        self._open()
         self.reset_from = "damaged"
 
     def _check_version(self, reset: bool) -> None:

@@ -210,10 +210,11 @@ def record(
     membership: Membership,
 ) -> PointRecord:
     """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership,
-    and the payload's digest (gitrag.integrity)."""
+    and the signature of its vectors and the payload's digest (gitrag.integrity)."""
     vector = combine(dense[row.chunk_hash], paths[row.path])
-    payload = {**with_digest(row.point_id, row.payload), BRANCHES: list(membership[0]), HIDDEN: list(membership[1])}
-    return PointRecord(row.point_id, vector, sparse.with_path(sparse_vecs[row.chunk_hash], row.path), payload)
+    terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
+    checked = with_digest(row.point_id, row.payload, vector, terms)
+    return PointRecord(row.point_id, vector, terms, {**checked, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])})
 
 
 def repair(ws: Workspace) -> dict[str, list[str]]:

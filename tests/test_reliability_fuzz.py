@@ -3,8 +3,9 @@ file under the data folder, each followed by ``gitrag ask`` and ``gitrag doctor`
 
 Each trial damages one file of a live index (the real engine's segment files and WAL, the
 SQLite state and vector cache, the registry and lock files), then asks the same questions
-as before the damage and runs plain ``doctor``; when the answers are not back, one
-``gitrag index`` follows and the questions are asked again. A trial counts as
+as before the damage and runs plain ``doctor``; when the answers are not back, the
+command the error named (``gitrag index --rebuild``), else a plain ``gitrag index``,
+follows and the questions are asked again. A trial counts as
 
 - **detected** when something said so: a check (doctor FAIL, a dropped cache row, a
   damaged collection rebuilt) or a one-line error;
@@ -71,7 +72,7 @@ def _answers(path: Path) -> tuple[list[list[tuple[str, int, float]]] | None, int
     return out, worst, err
 
 
-def _damage(rng: random.Random, files: list[Path]) -> str:
+def _damage(rng: random.Random, files: list[Path]) -> tuple[str, Path]:
     target = rng.choice(files)
     kind = rng.choice(["flip", "flip", "truncate", "delete"])
     try:
@@ -91,7 +92,7 @@ def _damage(rng: random.Random, files: list[Path]) -> str:
                     fh.write(bytes([(byte[0] if byte else 0) ^ (1 << rng.randrange(8))]))
     except FileNotFoundError:
         pass
-    return kind
+    return kind, target
 
 
 def test_corruption_fuzz(repo: Repo) -> None:
@@ -103,7 +104,8 @@ def test_corruption_fuzz(repo: Repo) -> None:
     t = Tally()
     for trial in range(TRIALS):
         files = sorted(p for p in config.data_root().rglob("*") if p.is_file())
-        kind = _damage(rng, files)
+        kind, target = _damage(rng, files)
+        kind_at = f"{kind} {target.relative_to(config.data_root())}"
         t.trials += 1
         t.by_kind[kind] = t.by_kind.get(kind, 0) + 1
         got, worst, err = _answers(repo.path)
@@ -113,15 +115,15 @@ def test_corruption_fuzz(repo: Repo) -> None:
         internal = worst == 3 or dcode == 3
         if got is not None and got != want:
             t.wrong += 1
-            t.failures.append(f"trial {trial}: {kind}: wrong answers served")
-        if got != want:
-            _invoke("index", "--repo", str(repo.path))
+            t.failures.append(f"trial {trial}: {kind_at}: wrong answers served")
+        if got != want:  # the fix the one-line error named, else a plain index
+            _invoke("index", *(["--rebuild"] if "--rebuild" in err else []), "--repo", str(repo.path))
             got, worst2, err2 = _answers(repo.path)
             internal = internal or worst2 == 3
             err += err2
         if internal:
             t.internal += 1
-            t.failures.append(f"trial {trial}: {kind}: internal error: {(err + derr)[-300:]}")
+            t.failures.append(f"trial {trial}: {kind_at}: internal error: {(err + derr)[-300:]}")
         if said:
             t.detected += 1
         if got == want:
@@ -129,7 +131,7 @@ def test_corruption_fuzz(repo: Repo) -> None:
             if not said:
                 t.harmless += 1
         else:  # not back after an index: start again from scratch, so the next trial is independent
-            t.failures.append(f"trial {trial}: {kind}: not healed: {err[-300:]}")
+            t.failures.append(f"trial {trial}: {kind_at}: not healed: {err[-300:]}")
             shutil.rmtree(config.data_root(), ignore_errors=True)
             assert _invoke("index", "--repo", str(repo.path))[0] == 0
     summary = (f"{t.trials} trials ({', '.join(f'{n} {k}' for k, n in sorted(t.by_kind.items()))}): "

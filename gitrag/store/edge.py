@@ -60,7 +60,7 @@ from qdrant_edge import (
 
 from gitrag.errors import StoreError
 from gitrag.store._common import (
-    BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, checked, dense_list, explain, str_id, translate,
+    BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, checked, damaged, dense_list, explain, str_id, translate,
 )
 from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
@@ -143,6 +143,27 @@ def _request(
     if query is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
     return QueryRequest(limit=limit, query=query, filter=where, with_payload=with_payload)
+
+
+# files every segment has, and pairs of which one never goes without the other: the engine
+# loads a segment that lacks one of them without a word (a lost id map scrambles scores)
+_SEGMENT_FILES = ("segment.json", "version.info")
+_SEGMENT_PAIRS = (("mutable_id_tracker.versions", "mutable_id_tracker.mappings"),)
+
+
+def _check_files(folder: Path) -> None:
+    """StoreDamaged when a segment of the shard at ``folder`` lacks one of its files."""
+    segments = folder / "segments"
+    if not segments.is_dir():
+        return
+    for seg in segments.iterdir():
+        if not seg.is_dir():
+            continue
+        missing = [f for f in _SEGMENT_FILES if not (seg / f).is_file()]
+        missing += [b for a, b in _SEGMENT_PAIRS if (seg / a).exists() != (seg / b).exists() and not (seg / b).exists()]
+        missing += [a for a, b in _SEGMENT_PAIRS if (seg / a).exists() != (seg / b).exists() and not (seg / a).exists()]
+        if missing:
+            raise damaged(f"collection {folder}", f"segment {seg.name} lacks {', '.join(missing)}")
 
 
 def _free_bytes(folder: Path) -> int:
@@ -234,6 +255,7 @@ class EdgeStore:
             raise StoreError(f"collection {name!r} does not exist in {self.root}: run `gitrag index`")
         self._hold(name)
         try:
+            _check_files(folder)
             with checked(f"collection {folder}"):
                 shard = EdgeShard.load(str(folder))
         except BaseException:
@@ -410,17 +432,22 @@ class EdgeStore:
                 records = shard.retrieve(list(ids), True, False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
 
-    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray]]:
-        """{point id: (payload, float32 dense vector)} of the points ``ids`` (missing ones
-        left out), in one ``retrieve``: what :mod:`gitrag.integrity` checks of the results."""
+    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+        """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``
+        (missing ones left out), in one ``retrieve``: what :mod:`gitrag.integrity` checks."""
         if not ids:
             return {}
+        out = {}
         with self._lock:
             shard = self._shard(name)
             with checked(f"collection {self._dir(name)}"):
-                records = shard.retrieve(list(ids), True, True)
-                return {str_id(r.id): (dict(r.payload or {}), np.asarray((r.vector or {}).get(DENSE, ()),
-                                                                          dtype=np.float32)) for r in records}
+                for r in shard.retrieve(list(ids), True, True):
+                    vectors = r.vector or {}
+                    sp = vectors.get(SPARSE)
+                    sparse = SparseVec(list(sp.indices), list(sp.values)) if sp is not None else None
+                    out[str_id(r.id)] = (dict(r.payload or {}), np.asarray(vectors.get(DENSE, ()), dtype=np.float32),
+                                         sparse)
+        return out
 
     def move_aside(self, name: str) -> Path | None:
         """Close the collection and rename its folder to ``<name>.damaged-<n>`` (under its
