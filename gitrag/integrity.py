@@ -3,8 +3,8 @@
 Every point gitrag writes carries two payload fields of its own:
 
 - ``vsig``: the signature of its vectors, ``[r1 . dense, r2 . dense, dense . dense,
-  t . sparse, number of sparse terms]`` with r1, r2 two fixed pseudo-random unit vectors
-  (seeded by the dimension) and t a fixed pseudo-random weight per term id. The vectors
+  sum of the sparse weights, sum of the term ids mod 2**32, number of terms]`` with r1,
+  r2 two fixed pseudo-random unit vectors (seeded by the dimension). The vectors
   are derived from rows of the vector cache that check themselves (gitrag.vector_cache);
   the signature is made from them as they are written. Random bytes over a vector move
   the dot products by orders of magnitude more than ``SIG_TOLERANCE``; the engine's own
@@ -15,7 +15,7 @@ Every point gitrag writes carries two payload fields of its own:
 
 :func:`check_results` runs on the results of every query (the ten or so points about to
 be shown, not the whole candidate lists): one ``retrieve`` of their payloads and vectors,
-a digest and five dot products each; no cache read. A point that fails raises
+a digest, three dot products and three sums each; no cache read. A point that fails raises
 StoreDamaged, which the callers (gitrag.heal) answer by rebuilding the collection from the
 vector cache and git. A point written before these fields existed is not checked.
 
@@ -53,21 +53,17 @@ def signature(dense: np.ndarray, terms: Any) -> list[float]:
     """``vsig`` of a point's dense vector and sparse vector (see the module doc)."""
     v = np.asarray(dense, dtype=np.float32).ravel()
     r1, r2 = (_projections(v.shape[0]) @ v).tolist()
-    t = 0.0
-    for i, w in zip(terms.indices, terms.values, strict=False):  # a fixed weight in [-0.5, 0.5) per term id
-        t += w * (((i * 2654435761) & 0xFFFFFFFF) / 4294967296.0 - 0.5)
-    return [round(r1, 6), round(r2, 6), round(float(v @ v), 6), round(t, 6), float(len(terms.indices))]
+    return [round(r1, 6), round(r2, 6), round(float(v @ v), 6), round(float(sum(terms.values)), 6),
+            float(sum(terms.indices) % 4294967296), float(len(terms.indices))]
 
 
 def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
-    if not isinstance(want, list) or len(want) != 5 or not all(isinstance(x, (int, float)) for x in want):
+    if not isinstance(want, list) or len(want) != 6 or not all(isinstance(x, (int, float)) for x in want):
         return False
-    if dense.size == 0 or not np.isfinite(dense).all():
+    if terms is None or dense.size == 0 or not np.isfinite(dense).all():
         return False
-    got = signature(dense, terms) if terms is not None else None
-    if got is None:
-        return False
-    if got[4] != want[4]:
+    got = signature(dense, terms)
+    if got[4:] != want[4:]:  # the term ids' sum and their number: exact
         return False
     return all(abs(a - b) <= SIG_TOLERANCE * max(1.0, abs(b)) for a, b in zip(got[:4], want[:4], strict=True))
 
