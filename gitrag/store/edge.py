@@ -15,7 +15,10 @@ and ``hidden`` (every search filters on a branch view). The store adds no payloa
 its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
-another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`.
+another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`; on an
+existing collection, one that is not a full disk or a lock (an engine panic included), or
+a segment lacking one of its files, is :class:`StoreDamaged`: gitrag.heal moves the
+collection aside (:meth:`EdgeStore.move_aside`) and rebuilds it.
 """
 
 from __future__ import annotations
