@@ -160,7 +160,7 @@ def search(
         results += _expansions(ws, branch.name, results, expand, scope)
     # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
     check_results(ws, coll, branch.fingerprint, (r.point_id for r in results), dense, scores)
-    if len(results) < k:  # fewer than asked for: are points missing from the store?
+    if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
         check_count(ws, branch)
     if snippets:
         for r in results:
