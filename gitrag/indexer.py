@@ -38,8 +38,8 @@ from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.policy import VERSION as POLICY_VERSION
 from gitrag.state import Branch, FileUpdate, PointRow
-from gitrag.vectors import VERSION as VECTORS_VERSION
 from gitrag.vector_cache import stored_form
+from gitrag.vectors import VERSION as VECTORS_VERSION
 from gitrag.workspace import Workspace
 
 log = structlog.get_logger("gitrag.indexer")
