@@ -28,7 +28,6 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from gitrag import config
