@@ -308,8 +308,8 @@ def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
     lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)
     record("random bytes over the store's dense vector file", "doctor: FAIL integrity, fix `gitrag index --rebuild`; "
-           "the next ask finds the vectors unlike the cache's, rebuilds the collection from the cache (nothing "
-           "embedded) and answers as before", lost, wrong, GROUP)
+           "the next ask finds the shown points' vectors failing their signature, rebuilds the collection from the "
+           "cache (nothing embedded) and answers as before", lost, wrong, GROUP)
 
 
 def _break_segment() -> None:
@@ -378,5 +378,6 @@ def test_the_daemon_heals_a_store_it_holds_open(repo: Repo, tmp_path: Path, monk
     lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)
     record("random bytes over the dense vector file of a store the daemon holds open", "the daemon's ask finds "
-           "the vectors unlike the cache's, rebuilds the collection on its worker thread, answers as before",
+           "the shown points' vectors failing their signature, rebuilds the collection on its worker thread, "
+           "answers as before",
            lost, wrong, GROUP)
