@@ -103,6 +103,8 @@ def _rows_for(entry: Entry, analysis: FileAnalysis, variant: str) -> list[PointR
         }
         if chunk.prose:
             payload["prose"] = chunk.prose
+        for role, share in chunk.roles:  # "decl", "test": gitrag.chunking.roles
+            payload[role] = share
         pid = point_id(variant, entry.path, entry.blob, chunk.start_byte, chunk.end_byte, h)
         rows.append(PointRow(pid, entry.path, h, payload))
     return rows
