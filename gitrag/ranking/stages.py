@@ -394,9 +394,9 @@ _ASKS = {
     # the set of options, or where one is declared ("which flags does X take", "where is
     # --verbose defined"); "how are arguments parsed" asks for the parser, not a declaration
     "options": re.compile(r"\b(?:which|what|list|all|available|every)\s+(?:\S+\s+){0,2}(?:options|flags|arguments)\b"
-                          r"|\b(?:declares?|declared|declaration|defines?|defined|registers?|registered)\s+"
-                          r"(?:\S+\s+){0,3}(?:options?|flags?|arguments?)\b"
-                          r"|\b(?:options?|flags?|arguments?)\s+(?:\S+\s+){0,2}(?:declared|defined|registered)\b",
+                          r"|\b(?:declares?|declared|declaration|defines?|defined|registers?|registered|adds?|added)"
+                          r"\s+(?:\S+\s+){0,3}(?:options?|flags?|arguments?)\b"
+                          r"|\b(?:options?|flags?|arguments?)\s+(?:\S+\s+){0,2}(?:declared|defined|registered|added)\b",
                           re.I),
 }
 
