@@ -40,6 +40,9 @@ MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 ALLOWED_ESCAPES = {
     "tests/test_reliability_socket.py": {"../../etc/passwd"},  # an op name an attacker might send
 }
+# third-party issue texts quoted verbatim (bench/eval/localize/): the paths in their
+# tracebacks are the reporters' machines, not references of this repository
+QUOTED_DATA = re.compile(r"^bench/eval/localize/[^/]+\.jsonl$")
 
 
 @functools.cache
@@ -87,7 +90,8 @@ def problems_in(rel: str, text: str) -> list[str]:
 
 
 def test_no_tracked_file_refers_to_a_path_outside_the_repository() -> None:
-    files = [p for p in tracked_text_files() if p != Path(__file__).resolve()]  # this file spells the refused forms
+    files = [p for p in tracked_text_files() if p != Path(__file__).resolve()  # this file spells the refused forms
+             and not QUOTED_DATA.match(str(p.relative_to(ROOT)))]
     assert len(files) > 50 and any(p.name == "README.md" for p in files)
     problems = [p for path in files for p in problems_in(str(path.relative_to(ROOT)), path.read_text(errors="replace"))]
     assert not problems, "paths outside the repository:\n" + "\n".join(problems)
