@@ -138,8 +138,8 @@ def test_a_go_panic_leads_to_the_method_that_ran(project: Repo) -> None:
 
 @pytest.mark.parametrize("question", [
     RUST,  # only a traceback
-    "diff --git a/src/main.rs b/src/main.rs\n--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,3 @@\n"
-    "-    let r = line_range::LineRange::parse_range(\"30:40\");\n+    let r = line_range::LineRange::parse_range(\"1:2\");\n",
+    ("diff --git a/src/main.rs b/src/main.rs\n--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,3 @@\n"
+     "-    let r = line_range::LineRange::parse_range(\"30:40\");\n+    let r = line_range::LineRange::parse_range(\"1:2\");\n"),  # only a diff
     "Line range is off by one\n\n",  # a title and an empty body
     "\n".join(f"2024-01-01 12:00:{i % 60:02d} INFO worker took 0.{i % 1000:03d}s" for i in range(12000)),  # 500 KB
     "El rango de líneas 30:40 empieza una línea tarde. ¿Dónde se analiza el rango?",  # another human language

@@ -30,6 +30,7 @@ from typing import Any
 
 ROLES = ("decl", "test")
 
+_JAVA_ANNOTATION = "[(annotation name: (identifier) @n) (marker_annotation name: (identifier) @n)]"
 #: Per language, tree-sitter query patterns; each capture is named ``<role>_<rule>`` and is
 #: checked by :func:`_keep` (text rules that a query predicate cannot say portably).
 _PATTERNS: dict[str, list[str]] = {
@@ -50,10 +51,8 @@ _PATTERNS: dict[str, list[str]] = {
     "typescript": ["(call_expression function: (member_expression property: (property_identifier) @n)) @decl_js"],
     "tsx": ["(call_expression function: (member_expression property: (property_identifier) @n)) @decl_js"],
     "java": [
-        "(field_declaration (modifiers [(annotation name: (identifier) @n) (marker_annotation name: (identifier) @n)]))"
-        " @decl_javafield",
-        "(method_declaration (modifiers [(annotation name: (identifier) @n) (marker_annotation name: (identifier) @n)]))"
-        " @test_javamethod",
+        f"(field_declaration (modifiers {_JAVA_ANNOTATION})) @decl_javafield",
+        f"(method_declaration (modifiers {_JAVA_ANNOTATION})) @test_javamethod",
     ],
     "c": ["(declaration type: (struct_specifier name: (type_identifier) @n)) @decl_getopt"],
     "cpp": ["(declaration type: (struct_specifier name: (type_identifier) @n)) @decl_getopt"],
