@@ -387,6 +387,9 @@ _ASKS = {
     # ("Why won't ..."); inside one ("I cannot see why") it asks for nothing
     "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b"
                        r"|(?:^|(?<=[.!?]\s)|(?<=\n))\s*why\b", re.I),
+    # the same without "why": an issue titled "Why does X fail" complains about code
+    "docs-named": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b",
+                             re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
     # type declarations (a ``.d.ts``, typings, stubs) and generated code, by name
     "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi)\b", re.I),
@@ -424,21 +427,30 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
     return factor
 
 
-def asked_for(intent: str) -> frozenset[str]:
+def asked_for(intent: str, rationale: bool = True) -> frozenset[str]:
     """Which kinds of non-implementation files the words ``intent`` ask for: give it the
-    question's own words (:attr:`Query.intent`), not the code or logs pasted into it."""
-    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(intent))
+    question's own words (:attr:`Query.intent`), not the code or logs pasted into it.
+    ``rationale=False``: a sentence opening with "why" does not ask for docs."""
+    found = {kind for kind, pattern in _ASKS.items() if pattern.search(intent)}
+    if "docs-named" in found or (rationale and "docs" in found):
+        found.add("docs")
+    else:
+        found.discard("docs")
+    found.discard("docs-named")
+    return frozenset(found)
 
 
 def asks_of(query: Query) -> frozenset[str]:
-    """What ``query`` asks for (:func:`asked_for`): from its own words, and for a long
-    question (a pasted issue) from its title line only. An issue's body mentions docs,
-    tests, options and changes while reporting a bug in the code ("the docs say X, but it
-    does Y"; "my tests fail"); its title says what it is about ("Docs: typo in ...")."""
-    intent = query.intent
-    if query.long:
-        intent = next((ln for ln in intent.splitlines() if ln.strip()), "")
-    return asked_for(intent)
+    """What ``query`` asks for (:func:`asked_for`): from its own words, and for a pasted
+    text (a long question, or one of several lines: an issue's title and body) from its
+    first line only, where "why" asks for no docs. An issue's body mentions docs, tests,
+    examples, options and changes while reporting a bug in the code ("the docs say X, but
+    it does Y"; "my tests fail"); its title says what it is about ("Docs: typo in ..."),
+    and a title "Why does X ..." complains about the code."""
+    lines = [ln for ln in query.intent.splitlines() if ln.strip()]
+    if query.long or len(lines) > 1:
+        return asked_for(lines[0] if lines else "", rationale=False)
+    return asked_for(query.intent)
 
 
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
