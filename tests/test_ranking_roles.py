@@ -107,7 +107,7 @@ def test_a_method_named_like_a_test_in_an_implementation_file_is_not_test_code()
 @pytest.mark.parametrize("path", [
     "pkg/testdata/input.json", "src/test/java/com/x/AppTest.java", "lib/__tests__/a.js", "src/a.spec.ts",
     "benches/parse.rs", "tests/fixtures/x.py", "x_test.go", "types/index.d.ts", "api/v1/service.pb.go",
-    "proto/service_pb2.py", "RELEASE_NOTES.md", "CHANGELOG.md", ".github/ISSUE_TEMPLATE/bug.yml",
+    "proto/service_pb2.py", "contrib/completion/_fd", "completions/tool.bash", "RELEASE_NOTES.md", "CHANGELOG.md", ".github/ISSUE_TEMPLATE/bug.yml",
 ])
 def test_path_priors_of_each_ecosystem(path: str) -> None:
     assert path_prior(path, frozenset()) < 1.0
@@ -116,6 +116,7 @@ def test_path_priors_of_each_ecosystem(path: str) -> None:
 
 def test_asks_lift_the_priors_and_a_long_question_asks_in_its_title() -> None:
     assert "declarations" in asked_for("where are the typings for createClient")
+    assert "declarations" in asked_for("zsh completion does not offer --hidden")
     assert "options" in asked_for("which flags does the serve command take")
     assert "options" not in asked_for("how are arguments parsed")
     body = "the docs say the retry limit is 3\n" + "it retries forever instead " * 20
@@ -134,6 +135,10 @@ def test_role_prior_scales_declarations_unless_asked() -> None:
     asked = cands()
     apply_role_priors(asked, analyse("which options does hello declare, and what tests cover it"))
     assert asked["d"].score == asked["t"].score == 1.0
+    # a pasted issue: its fix changes the declarations as often as the code behind them
+    issue = cands()
+    apply_role_priors(issue, analyse("`--max-results` is ignored\nfd --max-results 1 prints every match"))
+    assert (issue["d"].score, issue["t"].score) == (1.0, pytest.approx(0.3))
 
 
 def test_search_prefers_the_implementation_over_option_declarations_and_tests(repo: Repo) -> None:

@@ -101,6 +101,11 @@ PROSE_PRIOR = DOCS_PRIOR
 #: ``@Test`` methods) weighs what a test file does (x0.3 when all test).
 DECL_PRIOR = DOCS_PRIOR
 TEST_ROLE_PRIOR = STRONG_PRIOR
+#: Roles not weighed for a pasted text (an issue): its fix changes the option declarations as
+#: often as the code behind them (on fd's real issues 9 of 14 fixes change ``src/app.rs`` or
+#: ``src/cli.rs``, and weighing declarations there lost file Acc@1 0.857 -> 0.643), while a
+#: typed question asks how something works, which the declarations only name.
+ISSUE_ROLES = frozenset({"decl"})
 #: payload field -> (what a question asks for to lift the prior, the prior of an all-role chunk)
 ROLE_PRIORS: dict[str, tuple[str, float]] = {
     "prose": ("docs", PROSE_PRIOR),
@@ -376,7 +381,10 @@ _EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?|demos?)/")
 _META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$|RELEASE[-_ ]?NOTES[^/]*$"
                    r"|CONTRIBUTING[^/]*$|CODE_OF_CONDUCT[^/]*$|SECURITY\.md$)", re.I)  # .github/, .agents/
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc)$", re.I)
-_DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.pyi$")  # TypeScript declaration files, Python stubs
+#: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
+#: bash/fish completions: they declare every option again, in the shell's language)
+_DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
+                          r"|[-_.]completions?\.(?:bash|zsh|fish|sh|ps1)$|\.(?:bash|zsh|fish)[-_]completion$", re.I)
 _GENERATED = re.compile(r"\.pb(?:\.gw)?\.go$|_pb2(?:_grpc)?\.pyi?$|\.pb\.(?:cc|h)$|[._]generated\.\w+$|"
                         r"(?:^|/)(?:generated|__generated__)/", re.I)
 
@@ -392,7 +400,8 @@ _ASKS = {
                              re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
     # type declarations (a ``.d.ts``, typings, stubs) and generated code, by name
-    "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi)\b", re.I),
+    "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi|"
+                               r"(?:shell |tab |zsh |bash |fish )?completions?)\b", re.I),
     "generated": re.compile(r"\b(?:generated|protobuf|proto|codegen|pb2?)\b", re.I),
     # the set of options, or where one is declared ("which flags does X take", "where is
     # --verbose defined"); "how are arguments parsed" asks for the parser, not a declaration
@@ -453,6 +462,11 @@ def asks_of(query: Query) -> frozenset[str]:
     return asked_for(query.intent)
 
 
+def _pasted(query: Query) -> bool:
+    """A pasted text (an issue, a log), not a typed question: long, or several lines."""
+    return query.long or sum(1 for ln in query.text.splitlines() if ln.strip()) > 1
+
+
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
     """Scale each candidate by :func:`path_prior` of its path for what the question's own
     words ask for (in place)."""
@@ -477,7 +491,8 @@ def apply_role_priors(cands: dict[str, Candidate], query: Query, roles: Iterable
     role is (docs, options, tests) (in place). A named definition still wins: its
     definition boost is several times any fused score."""
     asks = asks_of(query)
-    weights = [(role, 1.0 - prior) for role in roles for ask, prior in [ROLE_PRIORS[role]] if ask not in asks]
+    weights = [(role, 1.0 - prior) for role in roles for ask, prior in [ROLE_PRIORS[role]]
+               if ask not in asks and not (role in ISSUE_ROLES and _pasted(query))]
     if not weights:
         return
     for c in cands.values():
