@@ -84,6 +84,8 @@ INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
 #: interface, as documentation does: on real JavaScript issues ``index.d.ts`` was a top-three
 #: answer where the fix changed the ``.js`` file it declares.
 DECLARATION_PRIOR = DOCS_PRIOR
+VENDORED_PRIOR = STRONG_PRIOR  # vendored code (third_party/, vendor/, deps/)
+DATA_PRIOR = DOCS_PRIOR  # data files: JSON, CSV, XML, snapshots
 #: Generated code (protobuf/gRPC stubs, ``*.generated.*``) is rewritten by a tool, never fixed
 #: by hand: its source (the ``.proto``, the generator) is the answer.
 GENERATED_PRIOR = STRONG_PRIOR
@@ -378,8 +380,16 @@ _TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing|testdata|test[-
                        r"__mocks__|benches|benchmarks?|e2e|integration[-_]tests?)/", re.I)
 _COMPAT_DIR = re.compile(r"(?:^|/)(?:compat|_compat|legacy)/")
 _EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?|demos?)/")
+#: Project metadata: hidden folders (``.github/`` with its issue templates, ``.agents/``),
+#: release notes, contribution and licence files, CI configurations.
 _META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$|RELEASE[-_ ]?NOTES[^/]*$"
-                   r"|CONTRIBUTING[^/]*$|CODE_OF_CONDUCT[^/]*$|SECURITY\.md$)", re.I)  # .github/, .agents/
+                   r"|CONTRIBUTING[^/]*$|CODE_OF_CONDUCT[^/]*$|SECURITY\.md$|(?:LICEN[CS]E|COPYING|NOTICE|AUTHORS)[^/]*$"
+                   r"|(?:appveyor|\.?travis|azure-pipelines|\.?gitlab-ci|codecov|\.?cirrus)\.ya?ml$|Jenkinsfile$)", re.I)
+#: Vendored code (a copied test framework, a bundled library): someone else's, fixed upstream.
+_VENDORED = re.compile(r"(?:^|/)(?:vendor|vendored|third[-_]?party|3rdparty|external|extern|deps)/", re.I)
+#: Data files (JSON, CSV, XML, snapshots, fuzzing dictionaries): inputs, not the code that
+#: reads them; a long test resource file otherwise matches any question about its format.
+_DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re.I)
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc)$", re.I)
 #: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
 #: bash/fish completions: they declare every option again, in the shell's language)
@@ -403,6 +413,9 @@ _ASKS = {
     "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi|"
                                r"(?:shell |tab |zsh |bash |fish )?completions?)\b", re.I),
     "generated": re.compile(r"\b(?:generated|protobuf|proto|codegen|pb2?)\b", re.I),
+    "vendored": re.compile(r"\b(?:vendor(?:ed)?|third[- ]party|bundled)\b", re.I),
+    # a format's name is no ask ("JSON arrays parse wrongly" is about the parser): its files are
+    "data": re.compile(r"\b(?:(?:json|csv|xml|data|sample|input) files?|fixtures?|snapshots?|test data)\b", re.I),
     # the set of options, or where one is declared ("which flags does X take", "where is
     # --verbose defined"); "how are arguments parsed" asks for the parser, not a declaration
     "options": re.compile(r"\b(?:which|what|list|all|available|every)\s+(?:\S+\s+){0,2}(?:options|flags|arguments)\b"
@@ -431,6 +444,10 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
         factor *= DECLARATION_PRIOR
     if "generated" not in asks and _GENERATED.search(path):
         factor *= GENERATED_PRIOR
+    if "vendored" not in asks and _VENDORED.search(path):
+        factor *= VENDORED_PRIOR
+    if "data" not in asks and _DATA.search(path):
+        factor *= DATA_PRIOR
     if PurePosixPath(path).name == "__init__.py":
         factor *= INIT_PRIOR
     return factor
