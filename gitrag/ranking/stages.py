@@ -370,7 +370,7 @@ def boost_coherence(cands: dict[str, Candidate]) -> None:
 # -- path priors ------------------------------------------------------------------------------
 
 _TEST_FILE = re.compile(
-    r"(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|conftest)\.\w+$|(?:^|/)[^/]*\.(?:test|spec)\.[jt]sx?$"
+    r"(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|conftest|tests?)\.\w+$|(?:^|/)[^/]*\.(?:test|spec)\.[jt]sx?$"
     r"|(?:^|/)[^/]*Tests?\.(?:java|kt|cs|swift|php)$"
 )
 #: Test folders by the conventions of each ecosystem: ``tests/``, ``test/`` (and Maven/Gradle's
@@ -379,7 +379,7 @@ _TEST_FILE = re.compile(
 _TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing|testdata|test[-_]?data|fixtures?|__fixtures__|"
                        r"__mocks__|benches|benchmarks?|e2e|integration[-_]tests?)/", re.I)
 _COMPAT_DIR = re.compile(r"(?:^|/)(?:compat|_compat|legacy)/")
-_EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?|demos?)/")
+_EXAMPLES_DIR = re.compile(r"(?:^|/)(?:[\w.-]+[-_])?(?:_?examples?|docs?_src|samples?|demos?)/")  # rayon-demo/
 #: Project metadata: hidden folders (``.github/`` with its issue templates, ``.agents/``),
 #: release notes, contribution and licence files, CI configurations.
 _META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$|RELEASE[-_ ]?NOTES[^/]*$"
@@ -393,7 +393,7 @@ _DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc)$", re.I)
 #: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
 #: bash/fish completions: they declare every option again, in the shell's language)
-_DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
+_DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.types?\.ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
                           r"|[-_.]completions?\.(?:bash|zsh|fish|sh|ps1)$|\.(?:bash|zsh|fish)[-_]completion$", re.I)
 _GENERATED = re.compile(r"\.pb(?:\.gw)?\.go$|_pb2(?:_grpc)?\.pyi?$|\.pb\.(?:cc|h)$|[._]generated\.\w+$|"
                         r"(?:^|/)(?:generated|__generated__)/", re.I)
