@@ -109,10 +109,11 @@ def test_a_method_named_like_a_test_in_an_implementation_file_is_not_test_code()
     "benches/parse.rs", "tests/fixtures/x.py", "x_test.go", "types/index.d.ts", "api/v1/service.pb.go",
     "proto/service_pb2.py", "contrib/completion/_fd", "LICENSE-APACHE", "appveyor.yml", "third_party/gtest/gtest.h",
     "core/src/main/resources/data/homepage.json", "src/iter/test.rs", "rayon-demo/src/main.rs",
-    "src/importers/postman-2.1.types.ts", "completions/tool.bash", "RELEASE_NOTES.md", "CHANGELOG.md", ".github/ISSUE_TEMPLATE/bug.yml",
+    "src/importers/postman-2.1.types.ts", "docs/javadoc/2.10/com/x/Reader.html", "completions/tool.bash", "RELEASE_NOTES.md", "CHANGELOG.md", ".github/ISSUE_TEMPLATE/bug.yml",
 ])
 def test_path_priors_of_each_ecosystem(path: str) -> None:
     assert path_prior(path, frozenset()) < 1.0
+    assert path_prior("docs/javadoc/2.10/com/x/Reader.html", frozenset()) < path_prior("docs/guide.md", frozenset())
     assert path_prior("src/lib/parse.ts", frozenset()) == 1.0
 
 

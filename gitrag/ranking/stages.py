@@ -390,13 +390,13 @@ _VENDORED = re.compile(r"(?:^|/)(?:vendor|vendored|third[-_]?party|3rdparty|exte
 #: Data files (JSON, CSV, XML, snapshots, fuzzing dictionaries): inputs, not the code that
 #: reads them; a long test resource file otherwise matches any question about its format.
 _DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re.I)
-_DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc)$", re.I)
+_DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc|html?)$", re.I)
 #: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
 #: bash/fish completions: they declare every option again, in the shell's language)
 _DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.types?\.ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
                           r"|[-_.]completions?\.(?:bash|zsh|fish|sh|ps1)$|\.(?:bash|zsh|fish)[-_]completion$", re.I)
 _GENERATED = re.compile(r"\.pb(?:\.gw)?\.go$|_pb2(?:_grpc)?\.pyi?$|\.pb\.(?:cc|h)$|[._]generated\.\w+$|"
-                        r"(?:^|/)(?:generated|__generated__)/", re.I)
+                        r"(?:^|/)(?:generated|__generated__|javadoc|apidocs|jsdoc|doxygen)/", re.I)  # API docs too
 
 _ASKS = {
     "tests": re.compile(r"\b(?:tests?|tested|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
