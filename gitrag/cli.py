@@ -243,11 +243,13 @@ def notify(hook: str, args: tuple[str, ...]) -> None:
 @cli.command()
 @REPO
 @JSON
-def doctor(repo: str, as_json: bool) -> None:
+@click.option("--deep", is_flag=True, help="Read the whole store and vector cache and verify every digest, "
+              "vector and membership (plain doctor checks a bounded sample).")
+def doctor(repo: str, as_json: bool, deep: bool) -> None:
     """Check git, hooks, daemon, embedder, store and index lag; one line each, with the fix."""
     from gitrag.commands.doctor import doctor as run
 
-    _exit(lambda: run(repo, as_json))
+    _exit(lambda: run(repo, as_json, deep=deep))
 
 
 @cli.command()
@@ -321,9 +323,25 @@ def _exit(fn: Callable[[], int]) -> None:
         code = EXIT_INTERRUPT
     except OSError as exc:
         code = _os_error(exc)
-    except Exception:  # an unexpected bug: say where the traceback is
-        code = _internal_error()
+    except Exception as exc:  # an unexpected bug: say where the traceback is
+        code = _damaged_database(exc) or _internal_error()
     sys.exit(code)
+
+
+def _damaged_database(exc: Exception) -> int:
+    """A SQLite file found damaged in the middle of a command (the vector cache heals itself;
+    this is a repository's ``state.db``): one line with the fix, EXIT_ERROR; 0 for any other error."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(exc, sqlite3.DatabaseError):
+        return 0
+    from gitrag import output
+    from gitrag.vector_cache import is_malformed
+
+    if not is_malformed(exc):
+        return 0
+    output.error(f"a gitrag database is damaged ({exc}): `gitrag index --rebuild` rebuilds it from git and the "
+                 "vector cache (`gitrag doctor --deep` names it)")
+    return EXIT_ERROR
 
 
 def _os_error(exc: OSError) -> int:

@@ -28,6 +28,10 @@ class UnsupportedPath(GitragError):
     """A repository folder whose path is not valid UTF-8 (gitrag keys its index by it)."""
 
 
+class UnsupportedRepository(GitragError):
+    """A repository gitrag's git library cannot read (a sha256 object format, for one)."""
+
+
 class EmptyRepository(GitragError):
     """The repository (or branch) has no commit yet."""
 
@@ -50,6 +54,12 @@ class EmbedderMismatch(GitragError):
 
 class StoreError(GitragError):
     """The vector store failed (disk full, server down, corrupt collection)."""
+
+
+class StoreDamaged(StoreError):
+    """The store's files fail: the engine cannot read them, or what it returns fails its
+    checks (a payload digest, a dense vector unlike the vector cache's). Everything in the
+    store is derived from git and the vector cache: :mod:`gitrag.heal` rebuilds it."""
 
 
 class StateError(GitragError):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
 
-from gitrag.errors import EmptyRepository, NotARepository, UnsupportedPath
+from gitrag.errors import EmptyRepository, NotARepository, UnsupportedPath, UnsupportedRepository
 
 ZERO_OID = "0" * 40
 DETACHED = "(detached)"
@@ -73,7 +73,7 @@ class GitRepo:
         found = pygit2.discover_repository(str(start))
         if found is None:
             raise NotARepository(f"{start} is not inside a git repository; run gitrag in one, or pass --repo PATH")
-        self.repo = pygit2.Repository(found)
+        self.repo = _open(found)
         self.git_dir = Path(self.repo.path).resolve()
         self.common_dir = self._common_dir()
         self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
@@ -203,6 +203,35 @@ class GitRepo:
         except pygit2.GitError:
             return 0
         return sum(1 for flags in status.values() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED)
+
+
+def _open(git_dir: str) -> pygit2.Repository:
+    """The pygit2 repository at ``git_dir``; UnsupportedRepository when libgit2 cannot read
+    its format (``git init --object-format=sha256`` needs a libgit2 built with sha256)."""
+    try:
+        return pygit2.Repository(git_dir)
+    except pygit2.GitError as exc:
+        text = str(exc)
+        if "object format" in text or "extension" in text:
+            fmt = _object_format(git_dir)
+            what = f"a {fmt} repository" if fmt else "a repository of a format this git library cannot read"
+            raise UnsupportedRepository(
+                f"{git_dir.rstrip('/')} is {what} ({text}): not supported by gitrag "
+                f"(its libgit2 {pygit2.LIBGIT2_VERSION} reads sha1 repositories only)") from None
+        raise
+
+
+def _object_format(git_dir: str) -> str | None:
+    """``extensions.objectformat`` of the repository's config file, read as text."""
+    try:
+        text = Path(git_dir, "config").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.strip().partition("=")
+        if key.strip().lower() == "objectformat":
+            return value.strip().lower() or None
+    return None
 
 
 def _entry(f: pygit2.DiffFile) -> Entry:

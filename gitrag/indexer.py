@@ -38,6 +38,7 @@ from gitrag.gitrepo import Entry
 from gitrag.policy import IGNORE_FILE, Policy
 from gitrag.policy import VERSION as POLICY_VERSION
 from gitrag.state import Branch, FileUpdate, PointRow
+from gitrag.vector_cache import stored_form
 from gitrag.vectors import VERSION as VECTORS_VERSION
 from gitrag.workspace import Workspace
 
@@ -103,6 +104,8 @@ def _rows_for(entry: Entry, analysis: FileAnalysis, variant: str) -> list[PointR
         }
         if chunk.prose:
             payload["prose"] = chunk.prose
+        for role, share in chunk.roles:  # "decl", "test": gitrag.chunking.roles
+            payload[role] = share
         pid = point_id(variant, entry.path, entry.blob, chunk.start_byte, chunk.end_byte, h)
         rows.append(PointRow(pid, entry.path, h, payload))
     return rows
@@ -131,6 +134,13 @@ class Indexer:
 
     # -- entry point ------------------------------------------------------------
     def sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+        """:meth:`_sync`, healed (gitrag.heal): a damaged collection is moved aside and
+        rebuilt from the vector cache, and ``rebuild`` moves it aside first."""
+        from gitrag import heal
+
+        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch), rebuild=rebuild)
+
+    def _sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
         index to the commit at its tip, whether or not it is checked out (a sync reads the
         commit's tree from the object database, never the work tree). Raises
@@ -398,7 +408,8 @@ class Indexer:
             for i in range(0, len(todo), batch):
                 part = todo[i : i + batch]
                 got, failed = _embed(emb, [t for _, t in part], [self._spans.pop(h, None) for h, _ in part])
-                fresh = {h: got[j] for j, (h, _) in enumerate(part) if j not in failed}
+                # as the cache keeps them (float16): the same point whether embedded now or read back
+                fresh = {h: stored_form(got[j]) for j, (h, _) in enumerate(part) if j not in failed}
                 pending.update(fresh)
                 if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:
                     state.put_vectors(pending, branch.fingerprint)

@@ -17,6 +17,7 @@ from typing import Any
 from gitrag import ranking, sparse, symbols
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
+from gitrag.integrity import check_count, check_results
 from gitrag.ranking.pieces import merge_pieces
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
@@ -143,17 +144,24 @@ def search(
         terms = None  # no sparse term (``g``, ``? !``): the dense list alone, raw cosines unless it names a symbol
     coll = branch.collection
     want = 2 * k if merge else k  # merging pieces frees places
+    scores: dict[str, float] = {}  # the engine's cosines, checked against the points' vectors
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
-        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off)
+        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores)
     else:
         hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope,
                                branch=branch.view)
         results = sorted((_result(h) for h in hits), key=_stable)
+        if terms is None:
+            scores = {h.id: float(h.score) for h in hits}
     if merge:
         results = merge_pieces(results)
     results = results[:k]
     if expand > 0:
         results += _expansions(ws, branch.name, results, expand, scope)
+    # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
+    check_results(ws, coll, branch.fingerprint, (r.point_id for r in results), dense, scores)
+    if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
+        check_count(ws, branch)
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r)
@@ -166,12 +174,13 @@ def _stable(r: Result) -> tuple[float, str, int, str]:
 
 def _ranked(
     ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
-    off: frozenset[str],
+    off: frozenset[str], dense_scores: dict[str, float] | None = None,
 ) -> list[Result]:
     """The dense and the sparse list, fetched separately, through gitrag.ranking.
 
     Each list is read ``SCORE_DEPTH`` deep without payloads (ids and scores); only the
-    candidates, each list's top ``PREFETCH``, get theirs, in one request by id."""
+    candidates, each list's top ``PREFETCH``, get theirs, in one request by id.
+    ``dense_scores`` gets the dense list's {id: cosine} (for gitrag.integrity)."""
     row = ws.state.branch(branch)
     coll, view = row.collection, row.view
     top = max(PREFETCH, k)
@@ -182,6 +191,8 @@ def _ranked(
                                   with_payload=False) if terms else []
     cands = candidates(dense_hits, sparse_hits, top, payloads=lambda ids: ws.store.payloads(coll, ids))
     ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
+    if dense_scores is not None:
+        dense_scores.update((h.id, float(h.score)) for h in dense_hits)
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 
 

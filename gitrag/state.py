@@ -16,9 +16,9 @@ Every branch's manifest is built from rows shared by all branches that hold the 
 - ``symbols``: per blob, the chunker's definitions and references (the symbol graph).
 
 The vector cache is one SQLite file shared by every repository of the user
-(``<data root>/cache.db``, see :class:`VectorCache`): ``vectors`` (chunk SHA-256, embedder
-fingerprint) -> float32 vector, ``sparse`` chunk SHA-256 -> sparse vector. A second clone,
-a fork or a moved folder embeds nothing embedded before.
+(``<data root>/cache.db``, see :mod:`gitrag.vector_cache`): (chunk SHA-256, embedder
+fingerprint) -> float16 vector, chunk SHA-256 -> sparse vector, each row checked by its
+digest when read. A second clone, a fork or a moved folder embeds nothing embedded before.
 
 In the store, the points of all branches with one embedder share one collection; a point's
 ``branches`` and ``hidden`` payloads say which materialized branches hold it, relative to
@@ -45,6 +45,7 @@ import numpy as np
 
 from gitrag.errors import StateError
 from gitrag.store.base import BranchView, SparseVec
+from gitrag.vector_cache import VectorCache, is_malformed
 
 FORMAT_VERSION = 2
 MIGRATES_FROM = "1"  # a state of this format is converted on open (its vectors go to the shared cache)
@@ -69,12 +70,6 @@ CREATE TABLE IF NOT EXISTS symbols(blob TEXT NOT NULL, variant TEXT NOT NULL, da
     PRIMARY KEY(blob, variant)) WITHOUT ROWID;
 """
 
-_CACHE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS vectors(
-    hash TEXT NOT NULL, fingerprint TEXT NOT NULL, vec BLOB NOT NULL,
-    PRIMARY KEY(hash, fingerprint)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sparse(hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
-"""
 
 # a branch's manifest rows: its indexed files joined with the shared rows of its variant
 _BRANCH_POINTS = (
@@ -228,110 +223,8 @@ def _disk_errors(path: Path) -> Iterator[None]:
         raise
 
 
-class VectorCache:
-    """The vector cache shared by every repository of one user (``<data root>/cache.db``).
-
-    Keys: (chunk SHA-256 or ``path:<sha>``, embedder fingerprint) -> float32 vector bytes;
-    ``<sparse version>:<chunk SHA-256>`` -> sparse vector JSON. WAL mode and a 30 s busy
-    timeout, so several processes (daemon, CLI) read and write it at once; writes are
-    ``INSERT OR REPLACE`` of deterministic values, so concurrent writers never conflict."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            with _disk_errors(self.path):
-                self.db = _connect(self.path)
-                self.db.executescript(_CACHE_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StateError(_cannot_open(self.path, exc, "move it away (vectors are embedded again)")) from None
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        with _disk_errors(self.path):
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-                self.db.execute("COMMIT")
-            except BaseException:
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
-                raise
-
-    def get_vectors(self, hashes: Iterable[str], fingerprint: str) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(hashes))
-        for i in range(0, len(unique), 500):
-            part = unique[i : i + 500]
-            marks = ",".join("?" * len(part))
-            rows = self.db.execute(
-                f"SELECT hash, vec FROM vectors WHERE fingerprint=? AND hash IN ({marks})", (fingerprint, *part)
-            )
-            out.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
-        return out
-
-    def put_vectors(self, items: dict[str, np.ndarray], fingerprint: str) -> None:
-        # in key order: random hashes inserted in order split and rewrite far fewer B-tree
-        # pages (1 KB rows; 24.6k vectors: ~1.4 -> ~1.0 CPU-s)
-        with self.transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
-                [(h, fingerprint, np.asarray(items[h], dtype=np.float32).tobytes()) for h in sorted(items)],
-            )
-
-    def get_sparse(self, hashes: Iterable[str], version: str) -> dict[str, SparseVec]:
-        out: dict[str, SparseVec] = {}
-        unique = [f"{version}:{h}" for h in dict.fromkeys(hashes)]
-        for i in range(0, len(unique), 500):
-            part = unique[i : i + 500]
-            rows = self.db.execute(f"SELECT hash, data FROM sparse WHERE hash IN ({','.join('?' * len(part))})", part)
-            for key, data in rows:
-                idx, vals = json.loads(data)
-                out[key.split(":", 1)[1]] = SparseVec(idx, vals)
-        return out
-
-    def put_sparse(self, items: dict[str, SparseVec], version: str) -> None:
-        with self.transaction() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO sparse VALUES(?,?)",
-                [(f"{version}:{h}", json.dumps([items[h].indices, items[h].values])) for h in sorted(items)],
-            )
-
-    def import_from(self, other: Path) -> int:
-        """Copy every vector and sparse vector of another SQLite file with the same tables
-        (a format-1 ``state.db``) that this cache lacks; returns the vectors copied."""
-        with _disk_errors(self.path):
-            self.db.execute("ATTACH DATABASE ? AS old", (str(other),))
-            try:
-                with self.transaction() as db:
-                    n = db.execute("INSERT OR IGNORE INTO vectors SELECT hash, fingerprint, vec FROM old.vectors").rowcount
-                    db.execute("INSERT OR IGNORE INTO sparse SELECT hash, data FROM old.sparse")
-            finally:
-                self.db.execute("DETACH DATABASE old")
-        return n
-
-    def gc(self, live_hashes: Iterable[str], sparse_version: str | None = None) -> tuple[int, int]:
-        """Delete chunk vectors and sparse vectors whose hash is not in ``live_hashes`` (and
-        sparse vectors of another ``sparse_version``); path vectors stay. (vectors, sparse) deleted."""
-        with self.transaction() as db:
-            db.execute("CREATE TEMP TABLE IF NOT EXISTS live(hash TEXT PRIMARY KEY) WITHOUT ROWID")
-            db.execute("DELETE FROM live")
-            db.executemany("INSERT OR IGNORE INTO live VALUES(?)", ((h,) for h in live_hashes))
-            v = db.execute("DELETE FROM vectors WHERE hash NOT LIKE 'path:%' AND hash NOT IN (SELECT hash FROM live)").rowcount
-            s = db.execute("DELETE FROM sparse WHERE substr(hash, instr(hash, ':') + 1) NOT IN (SELECT hash FROM live)").rowcount
-            if sparse_version is not None:
-                s += db.execute("DELETE FROM sparse WHERE hash NOT LIKE ?", (f"{sparse_version}:%",)).rowcount
-            db.execute("DELETE FROM live")
-        if v or s:
-            self.db.execute("VACUUM")
-            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return v, s
-
-    def size_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
-
-    def close(self) -> None:
-        self.db.close()
+class _Damaged(Exception):
+    """SQLite found ``state.db`` itself damaged while opening it."""
 
 
 class State:
@@ -342,7 +235,9 @@ class State:
         its vectors go to the shared cache, the rest is rebuilt by the next sync with no
         embedding (``migrated_from`` says so). A state of another format raises StateError,
         unless ``reset_incompatible``: then it is moved aside to ``state.db.format-<N>`` and
-        an empty one takes its place (``reset_from`` says which format was moved).
+        an empty one takes its place (``reset_from`` says which format was moved). A state
+        SQLite finds damaged on open is moved to ``state.db.damaged`` and started again
+        (``reset_from`` = "damaged"; it is all derived from git and the vector cache).
         ``cache_path``: the shared vector cache (default ``<data dir>/../cache.db``)."""
         self.path = Path(data_dir) / "state.db"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -350,7 +245,13 @@ class State:
         self.reset_from: str | None = None
         self.migrated_from: str | None = None
         self._planner: sqlite3.Connection | None = None
-        self._open()
+        try:
+            self._open()
+        except _Damaged:  # everything in it is derived from git and the cache: start again
+            self._set_aside()
+            self._open()
+        if reset_incompatible:
+            self._move_aside_if_damaged()
         self._check_version(reset_incompatible)
 
     def _open(self) -> None:
@@ -360,8 +261,35 @@ class State:
                 if self.db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0] == 0:
                     self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
+            if is_malformed(exc) and _refusal(self.path) is None and self.reset_from != "damaged":
+                raise _Damaged(str(exc)) from None
             raise StateError(_cannot_open(self.path, exc, "move it away and run `gitrag index` to rebuild")) from None
         self._inode = os.stat(self.path).st_ino
+
+    def _move_aside_if_damaged(self) -> None:
+        """``index --rebuild``: a state SQLite finds damaged (``PRAGMA quick_check``) is moved
+        to ``state.db.damaged`` and an empty one takes its place (``reset_from`` = "damaged":
+        the collections are dropped and rebuilt from git and the vector cache)."""
+        try:
+            row = self.db.execute("PRAGMA quick_check").fetchone()
+            bad = row is None or row[0] != "ok"
+        except sqlite3.DatabaseError as exc:
+            bad, row = True, (str(exc),)
+        if not bad:
+            return
+        self.db.close()
+        self._set_aside()
+        self._open()
+
+    def _set_aside(self) -> None:
+        """Move a damaged ``state.db`` (and its WAL) to ``state.db.damaged``; ``reset_from``
+        = "damaged" (the workspace drops the collections: the next sync rebuilds them)."""
+        aside = self.path.with_name("state.db.damaged")
+        for suffix in ("-wal", ""):
+            if Path(f"{self.path}{suffix}").exists():
+                Path(f"{self.path}{suffix}").replace(f"{aside}{suffix}")
+        Path(f"{self.path}-shm").unlink(missing_ok=True)
+        self.reset_from = "damaged"
 
     def _check_version(self, reset: bool) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()

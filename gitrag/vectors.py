@@ -20,6 +20,7 @@ from gitrag.chunking.text import abbreviate_path
 from gitrag.embedders import Embedder, l2_normalise
 from gitrag.embedders.base import embed_partial
 from gitrag.state import State
+from gitrag.vector_cache import stored_form
 
 PATH_WEIGHT = 0.35
 VERSION = f"1-{PATH_WEIGHT}"  # part of the indexer's PIPELINE_VERSION
@@ -50,7 +51,7 @@ def path_vectors(
     if todo:
         fresh, rejected = embed_partial(embedder, [text for text, _ in todo])
         bad = {todo[i][1] for i in rejected}
-        new = {key: fresh[i] for i, (_, key) in enumerate(todo) if key not in bad}
+        new = {key: stored_form(fresh[i]) for i, (_, key) in enumerate(todo) if key not in bad}
         state.put_vectors(new, fingerprint)
         cached.update(new)
     zero = np.zeros(embedder.dim, dtype=np.float32)

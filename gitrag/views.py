@@ -33,6 +33,7 @@ import numpy as np
 import structlog
 
 from gitrag import sparse
+from gitrag.integrity import with_digest
 from gitrag.state import Branch, Member, PointRow, Snapshot, branch_tag
 from gitrag.store import PointRecord
 from gitrag.store._common import BRANCHES, HIDDEN
@@ -208,10 +209,12 @@ def record(
     row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray],
     membership: Membership,
 ) -> PointRecord:
-    """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership."""
+    """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership,
+    and the signature of its vectors and the payload's digest (gitrag.integrity)."""
     vector = combine(dense[row.chunk_hash], paths[row.path])
-    payload = {**row.payload, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])}
-    return PointRecord(row.point_id, vector, sparse.with_path(sparse_vecs[row.chunk_hash], row.path), payload)
+    terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
+    checked = with_digest(row.point_id, row.payload, vector, terms)
+    return PointRecord(row.point_id, vector, terms, {**checked, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])})
 
 
 def repair(ws: Workspace) -> dict[str, list[str]]:

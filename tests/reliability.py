@@ -90,6 +90,8 @@ def _store_points(ws: Any, branch: Any) -> Points:
     out: Points = {}
     for pid, payload, vector in stored:
         got = (tuple(payload.pop("branches", ())), tuple(payload.pop("hidden", ())))
+        payload.pop("digest", None)  # the store's checks (gitrag.integrity), not in the manifest
+        payload.pop("vsig", None)
         want = members.get(pid)
         if want is None:  # held by no branch: an orphan
             out[pid] = ("orphan " + json.dumps(payload, sort_keys=True), ())

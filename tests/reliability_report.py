@@ -27,8 +27,8 @@ REUSED = {  # faults the brief lists that tests elsewhere already cover
         "process", "two daemons started at once",
         "one wins; the other exits 1: a gitrag daemon (pid N) already runs … stop it first"),
 }
-GROUPS = ["bad input", "hooks", "embedder (Ollama)", "store and state", "process", "socket", "security", "agents",
-          "messages", "offline"]
+GROUPS = ["bad input", "hooks", "embedder (Ollama)", "store and state", "integrity", "process", "socket", "security",
+          "agents", "messages", "offline"]
 START, END = "<!-- reliability-table:start -->", "<!-- reliability-table:end -->"
 
 

@@ -41,14 +41,20 @@ def test_overlapping_pieces_merge() -> None:
     assert spans(got) == [("a.py", 1, 15, 0.6)]
 
 
-def test_files_rank_by_best_chunk_then_by_matches_then_path() -> None:
+def test_files_rank_by_aggregated_chunk_evidence_then_by_matches_then_path() -> None:
     results = [
         res("one.py", 1, 5, "a", 0.9), res("two.py", 1, 5, "b", 0.5), res("three.py", 1, 5, "c", 0.5),
         res("three.py", 9, 12, "d", 0.2), res("one.py", 30, 40, "e", 0.4), res("one.py", 50, 60, "f", 0.3),
-        res("one.py", 70, 80, "g", 0.1),
+        res("one.py", 70, 80, "g", 0.1), res("four.py", 1, 5, "h", 0.4), res("four.py", 9, 12, "i", 0.2),
     ]
     files = rank_files(results, k=3, per_file=3)
-    assert [(f.path, f.score, f.matches) for f in files] == [("one.py", 0.9, 4), ("three.py", 0.5, 2), ("two.py", 0.5, 1)]
+    # best + 0.25 x second + 0.0625 x third: one 0.9+0.1+0.01875, three 0.5+0.05, two 0.5, four 0.4+0.05
+    assert [(f.path, f.score, f.matches) for f in files] == [("one.py", 1.01875, 4), ("three.py", 0.55, 2),
+                                                            ("two.py", 0.5, 1)]
     assert [(c.start_line, c.symbol, c.score) for c in files[0].chunks] == [(1, "a", 0.9), (30, "e", 0.4), (50, "f", 0.3)]
     assert [f.path for f in rank_files(results, k=1)] == ["one.py"]
+    # a file answering in several places outranks one lucky chunk; chunks=1 is the best chunk alone
+    several = [res("lucky.py", 1, 5, "x", 0.6), res("many.py", 1, 5, "y", 0.5), res("many.py", 9, 12, "z", 0.5)]
+    assert [f.path for f in rank_files(several, k=2)] == ["many.py", "lucky.py"]
+    assert [f.path for f in rank_files(several, k=2, chunks=1)] == ["lucky.py", "many.py"]
     assert rank_files([], k=5) == []

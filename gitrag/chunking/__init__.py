@@ -25,8 +25,9 @@ __all__ = ["Chunk", "FileAnalysis", "SymbolDef", "SymbolRef", "analyze", "conten
 # 4: grammar wheels; 5: content-free chunks not embeddable; 6: cAST merge of nested pieces;
 # 7: module-level variables/constants are definitions in the graph (chunk texts unchanged,
 # so re-chunking re-embeds nothing); 8: each chunk's prose share (comments, docstrings) in
-# its payload (texts unchanged)
-CHUNKER_VERSION = "8"
+# its payload (texts unchanged); 9: each chunk's role shares (option declarations, test code
+# in implementation files; gitrag.chunking.roles) in its payload (texts unchanged)
+CHUNKER_VERSION = "9"
 
 CountTokens = Callable[[str], int]
 _ERROR_SHARE = 0.5  # error regions above this share of the file are reported
@@ -115,8 +116,26 @@ def _from_tree(tree: object, spec: object, sizer: Sizer, language: str) -> FileA
     chunks = to_chunks(units, sizer, language)
     shares = prose_shares(sizer.data, prose_ranges(tree, language), [(c.start_byte, c.end_byte) for c in chunks])
     chunks = [replace(c, prose=share) if share else c for c, share in zip(chunks, shares)]
+    chunks = _with_roles(tree, language, sizer.data, chunks)
     return FileAnalysis(language, chunks, graph.definitions,
                         graph.references, fallback_reason=reason, error_bytes=graph.error_bytes)
+
+
+def _with_roles(tree: object, language: str, data: bytes, chunks: list[Chunk]) -> list[Chunk]:
+    """``chunks`` with their role shares (gitrag.chunking.roles) set."""
+    from gitrag.chunking.prose import prose_shares
+    from gitrag.chunking.roles import role_ranges
+
+    ranges = role_ranges(tree, language, data)
+    if not ranges:
+        return chunks
+    spans = [(c.start_byte, c.end_byte) for c in chunks]
+    per_role = {role: prose_shares(data, r, spans) for role, r in sorted(ranges.items())}
+    out = []
+    for i, c in enumerate(chunks):
+        roles = tuple((role, shares[i]) for role, shares in per_role.items() if shares[i])
+        out.append(replace(c, roles=roles) if roles else c)
+    return out
 
 
 def _sections(sizer: Sizer, language: str, path: str) -> FileAnalysis | None:

@@ -50,7 +50,9 @@ class Chunk:
     text's exact token ids when the counting embedder offers ``tokenize`` (else None);
     not part of the chunk's identity. ``prose``: the share (0-1, 2 decimals) of its
     non-whitespace bytes that are comments or docstrings (gitrag.chunking.prose; 0.0 for
-    files without a grammar).
+    files without a grammar). ``roles``: per role of gitrag.chunking.roles (``decl``: option
+    declarations, ``test``: test code in an implementation file) the share of its
+    non-whitespace bytes playing it, only the non-zero ones, as sorted (role, share) pairs.
     """
 
     start_byte: int
@@ -65,6 +67,7 @@ class Chunk:
     embeddable: bool = True
     span: TokenSpan | None = field(default=None, compare=False, repr=False)
     prose: float = 0.0
+    roles: tuple[tuple[str, float], ...] = ()
 
     @property
     def hash(self) -> str:

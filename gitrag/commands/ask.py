@@ -4,7 +4,7 @@ import sys
 
 from rich.markup import escape
 
-from gitrag import output
+from gitrag import heal, output
 from gitrag.answer import Answer, weak_message, write_answer
 from gitrag.config import Settings
 from gitrag.errors import EXIT_OK, StoreError
@@ -27,7 +27,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files)
+            response = heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand,
+                                                          files=files))  # a damaged store: rebuilt, asked again
         except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
             again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
                                 files=files) if routing.held_elsewhere(exc) else None

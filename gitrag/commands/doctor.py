@@ -5,7 +5,9 @@ bytes) and not shadowed (core.hooksPath, a missing interpreter); daemon reachabl
 events waiting in the spool); embedder usable (Ollama: a valid host, server reachable and
 model pulled; static and local: model files checked, nothing loaded); store writable;
 which config files were read (and a stale ``$GITRAG_HOME/config.toml`` that is not); index
-lag per branch.
+lag per branch; integrity: the store's points (payload digests, dense vectors against the
+vector cache, membership against the manifests) and the cache's rows (digests), a bounded
+sample, or every one with ``--deep``.
 Exit code 1 when a check fails, else 0 (warnings do not fail).
 """
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -25,7 +29,7 @@ from typing import Any
 from gitrag import config, output
 from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
-from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
+from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError, StoreError
 from gitrag.gitrepo import GitRepo
 from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
 
@@ -81,8 +85,18 @@ def check_hooks(repo: GitRepo) -> Check:
 
 
 def _hook_python(path: Path) -> str | None:
-    match = re.search(r"^GITRAG_PYTHON=(.*)$", path.read_text(errors="replace"), re.M)
-    return match.group(1).strip("'\"") if match else None
+    """The interpreter a hook runs, read as sh reads its ``GITRAG_PYTHON=`` word (quoted by
+    ``shlex.quote``: a path may hold spaces, quotes or a newline)."""
+    text = path.read_text(errors="replace")
+    match = re.search(r"^GITRAG_PYTHON=", text, re.M)
+    if match is None:
+        return None
+    lex = shlex.shlex(text[match.end():], posix=True)
+    lex.whitespace_split = True
+    try:
+        return lex.get_token() or None
+    except ValueError:  # an unbalanced quote: a hook edited by hand
+        return None
 
 
 def check_daemon() -> Check:
@@ -181,6 +195,8 @@ def check_lag(repo: GitRepo) -> list[Check]:
         return [Check("lag", "fail", str(exc))]
     try:
         branches = state.branches()
+    except sqlite3.DatabaseError as exc:  # a damaged state.db: name it and the fix
+        return [Check("lag", "fail", f"{state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")]
     finally:
         state.close()
     if not branches and repo.head() is None:
@@ -204,13 +220,48 @@ def check_lag(repo: GitRepo) -> list[Check]:
     return checks
 
 
-def doctor(repo: str, as_json: bool) -> int:
-    """Run every check; print one line each (or ``{"ok", "checks": [...]}``)."""
+def check_integrity(repo: GitRepo, deep: bool) -> Check:
+    """The store against the manifests and the vector cache, the cache rows against their
+    digests (gitrag.integrity.audit): all of them with ``deep``, a bounded sample otherwise."""
+    from gitrag import integrity
+    from gitrag.workspace import open_workspace
+
+    name = "integrity"
+    t0 = time.perf_counter()
+    try:
+        ws = open_workspace(repo.root)
+    except GitragError as exc:
+        return Check(name, "fail", str(exc))
+    try:
+        if not ws.state.branches():
+            return Check(name, "ok", "nothing indexed yet: nothing to check")
+        problems, counts = integrity.audit(ws, deep)
+    except sqlite3.DatabaseError as exc:
+        return Check(name, "fail", f"{ws.state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")
+    except StoreError as exc:
+        if "open in another process" in str(exc):
+            return Check(name, "warn", "the daemon holds the store: its contents were not checked",
+                         "stop it (`gitrag daemon --stop`), run `gitrag doctor --deep`, start it again")
+        return Check(name, "fail", str(exc), f"gitrag index --rebuild --repo {repo.root}")
+    finally:
+        ws.close()
+    ms = (time.perf_counter() - t0) * 1000
+    what = "every" if deep else "a sample:"
+    if problems:
+        return Check(name, "fail", "; ".join(problems), f"gitrag index --rebuild --repo {repo.root}")
+    return Check(name, "ok", f"{what} {counts['points']} points and {counts['rows']} cache rows verified "
+                             f"in {ms:.0f} ms" + ("" if deep else " (`--deep` checks them all)"))
+
+
+def doctor(repo: str, as_json: bool, deep: bool = False) -> int:
+    """Run every check; print one line each (or ``{"ok", "checks": [...]}``). ``deep``:
+    the integrity check reads every point and cache row (see :func:`check_integrity`)."""
     r = GitRepo(repo)
     settings = config.load_settings(r.workdir)
     checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings),
               check_config(settings)]
     checks += check_lag(r)
+    checks.append(check_integrity(r, deep))
     ok = all(c.status != "fail" for c in checks)
     if as_json:
         output.emit_json({"ok": ok, "checks": [asdict(c) for c in checks]})

@@ -162,7 +162,8 @@ class Service:
         ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
         Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now),
         ConfigError for an ``exclude`` that is not a list of non-empty strings."""
-        from gitrag.errors import NotIndexed
+        from gitrag import heal
+        from gitrag.errors import NotIndexed, StoreDamaged
         from gitrag.retrieval import ask
         from gitrag.store import SearchFilter
 
@@ -172,9 +173,17 @@ class Service:
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
+        def answer() -> dict[str, Any]:
+            return ask(worker.workspace(root), question, k=k, mode=mode, scope=scope, expand=expand,
+                       files=files).to_json()
+
         try:
-            data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand, files=files).to_json())
+            try:
+                data = await worker.read(answer)
+            except StoreDamaged as exc:  # rebuilt on the worker's thread (no sync beside it), then asked again
+                log.warning("store damaged: rebuilding it from the vector cache before answering", error=str(exc))
+                await worker.serial(lambda: heal.rebuild(worker.workspace(root)))
+                data = await worker.read(answer)
         except NotIndexed as exc:
             busy = worker.catching_up(root)
             if busy is None:

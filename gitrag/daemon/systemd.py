@@ -9,7 +9,7 @@ service and the CLI agree on every path and read the same user config.
 from __future__ import annotations
 
 import os
-import shlex
+import re
 import shutil
 import subprocess
 import sys
@@ -21,10 +21,46 @@ from gitrag.errors import GitragError
 
 UNIT = "gitrag.service"
 MARK = "# gitrag-unit"  # last line of a unit gitrag wrote
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./$-]+")  # a word systemd reads as written (``%`` doubled already)
 
 
 class SystemdError(GitragError):
-    """``systemctl --user`` failed."""
+    """``systemctl --user`` failed, or a value cannot be written into a unit."""
+
+
+def _refuse_control(what: str, value: str) -> None:
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise SystemdError(f"{what} {value!r} holds the control character {bad!r}, which a systemd unit cannot "
+                           "carry safely: use another folder, or `gitrag install --no-systemd`")
+
+
+def quote(value: str, *, command: bool = False) -> str:
+    """``value`` as one word of a unit setting, by systemd.syntax(7) and systemd.exec(7):
+    ``%`` (a specifier) as ``%%``; in double quotes with ``\\`` and ``\"`` escaped unless it
+    holds only characters systemd reads as written; and, in a
+    command line (``command``), ``$`` (a variable) as ``$$``. Raises SystemdError for a
+    control character (a newline would start a setting of its own)."""
+    _refuse_control("the value", value)
+    text = value.replace("%", "%%")
+    if command:
+        text = text.replace("$", "$$")
+    if _PLAIN.fullmatch(text):  # nothing systemd splits or unescapes: as it is
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def quote_executable(path: str) -> str:
+    """The program of ``ExecStart=``: systemd refuses ``\\``, ``"``, ``'`` and control
+    characters in it ("Executable name contains special characters"), so those are
+    refused here in one line; spaces and ``%`` are quoted (see :func:`quote`; systemd expands
+    no variable in the program's name, so ``$`` stays as it is)."""
+    _refuse_control("the interpreter path", path)
+    bad = next((c for c in path if c in "\\\"'"), None)
+    if bad is not None:
+        raise SystemdError(f"the interpreter path {path!r} holds {bad!r}, which systemd refuses in an "
+                           "executable name: install gitrag under a path without it, or `gitrag install --no-systemd`")
+    return quote(path)
 
 
 def available() -> bool:
@@ -44,17 +80,18 @@ def unit_path() -> Path:
 def render(python: str = sys.executable, env: Mapping[str, str] | None = None) -> str:
     """The unit text for ``python``; ``env`` (default: os.environ) supplies GITRAG_HOME,
     GITRAG_CONFIG and XDG_CONFIG_HOME if set (the last two: which user config is read), each
-    made absolute."""
+    made absolute. Values are quoted for systemd (:func:`quote`); SystemdError for one a
+    unit cannot express."""
     env = os.environ if env is None else env
     text = (resources.files("gitrag") / "systemd" / UNIT).read_text(encoding="utf-8")
     lines = []
     for line in text.splitlines():
         if line.startswith("ExecStart="):
-            line = f"ExecStart={shlex.quote(python)} -m gitrag daemon"
+            line = f"ExecStart={quote_executable(python)} -m gitrag daemon"
         lines.append(line)
         if line.startswith("Environment=PYTHONUNBUFFERED"):
             # made absolute as this shell reads them: the service runs from another folder
-            lines += [f"Environment={shlex.quote(f'{var}={Path(env[var]).expanduser().absolute()}')}"
+            lines += [f"Environment={quote(f'{var}={Path(env[var]).expanduser().absolute()}')}"
                       for var in ("GITRAG_HOME", "GITRAG_CONFIG", "XDG_CONFIG_HOME") if env.get(var)]
     return "\n".join(lines) + f"\n{MARK}\n"
 

@@ -1,7 +1,7 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
 Order: fusion (dense weight by query type) -> definitions -> path match -> coherence ->
-path priors -> prose prior -> greedy top-k with file saturation. Each stage can be switched off by name
+path priors -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -25,6 +25,8 @@ STAGES: dict[str, str] = {
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
     "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
+    "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
+             "unless asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
@@ -160,4 +162,6 @@ def rank(
         stages.apply_path_priors(cands, query)
     if "prose" not in off:
         stages.apply_prose_prior(cands, query)
+    if "roles" not in off:
+        stages.apply_role_priors(cands, query)
     return stages.select(cands, k, saturation="saturation" not in off)

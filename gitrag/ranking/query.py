@@ -26,6 +26,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gitrag.ranking import boilerplate, traces
+from gitrag.ranking.traces import Frame
+
 LONG_WORDS = 60  # beyond this a question is treated as pasted text (an issue, a log)
 DENSE_CHARS = 1200  # digest length for a long question: about the embedder's 256 tokens
 MAX_TERMS = 256  # sparse terms kept for a long question, highest weight first (bounds latency)
@@ -43,7 +46,6 @@ _SYMBOL_QUERY = re.compile(
     r"|[A-Za-z][A-Za-z0-9]*[A-Z_][\w]*"  # an inner capital or underscore: getUser, field_validator
     r"|[A-Z][A-Za-z0-9]*)(?:\(\))?$"  # starts with a capital: URL, Flask
 )
-_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)(?:, in ([\w<>.$]+))?')
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|go|rs|java|kt|rb|c|h|cc|cpp|"
                    r"hpp|cs|php|swift|scala|lua|sh|md|rst|toml|cfg|ini|ya?ml|json))(?![\w/])")
 _EXCEPTION = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt))\b")
@@ -92,15 +94,6 @@ def capitalised_words(question: str) -> list[str]:
     return list(dict.fromkeys(w for w in out if len(w) >= 2))
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One traceback frame: the file as printed, its line, the function (may be "")."""
-
-    path: str
-    line: int
-    function: str
-
-
 @dataclass
 class Query:
     """The analysed question; see the module docstring for each field."""
@@ -130,7 +123,16 @@ def is_symbol_query(question: str) -> bool:
 
 def is_long(question: str) -> bool:
     """A pasted text: more than ``LONG_WORDS`` words, or a traceback frame."""
-    return len(_WORDS.findall(question)) > LONG_WORDS or _FRAME.search(question) is not None
+    return _more_words_than(question, LONG_WORDS) or traces.has_frames(question)
+
+
+def _more_words_than(text: str, n: int) -> bool:
+    """More than ``n`` whitespace-separated words (stops counting there: a 500 KB log is not
+    split whole just to say it is long)."""
+    for i, _ in enumerate(_WORDS.finditer(text)):
+        if i >= n:
+            return True
+    return False
 
 
 def analyse(question: str, *, long_questions: bool = True) -> Query:
@@ -142,17 +144,20 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     if not (long_questions and is_long(question)):
         return q
     q.long = True
-    q.frames = [Frame(m.group(1), int(m.group(2)), m.group(3) or "") for m in _FRAME.finditer(question)]
+    q.frames = traces.frames(question)
     q.paths = list(dict.fromkeys([*(f.path for f in q.frames), *(m.group(1) for m in _PATH.finditer(question))]))
     q.exceptions = list(dict.fromkeys([*_raised(question), *_EXCEPTION.findall(question)]))
     # names in a traceback's frame and code lines are the call path, handled as frames; the
     # prose around it (and back-quoted names anywhere) says what the question is about
-    prose = _without_frames(question)
-    ticks = [m.group(1).rstrip("()") for m in _BACKTICK.finditer(question)]
+    # template boilerplate (headings, checklists, environment and version lines, HTML
+    # comments) is in every issue of a project and says nothing about this one
+    text = boilerplate.strip(question)
+    prose = _without_frames(text)
+    ticks = [m.group(1).rstrip("()") for m in _BACKTICK.finditer(text)]
     q.identifiers = list(dict.fromkeys([*ticks, *query_identifiers(prose)]))
     q.capitalised = [w for w in capitalised_words(prose) if w not in q.exceptions]
-    q.dense_text = _digest(question, q)
-    q.term_weights = _term_weights(question, q)
+    q.dense_text = _digest(text, q)
+    q.term_weights = _term_weights(text, q)
     return q
 
 
@@ -162,8 +167,8 @@ def _without_frames(question: str, keep_trace_start: bool = False) -> str:
     out: list[str] = []
     skip_code = False
     for line in question.splitlines():
-        if _FRAME.search(line):
-            skip_code = True
+        if traces.is_frame_line(line):
+            skip_code = 'File "' in line  # Python prints the frame's code line under it
             continue
         if skip_code and (line.startswith("    ") or not line.strip() or set(line.strip()) <= set("^~ ")):
             continue

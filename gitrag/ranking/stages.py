@@ -80,12 +80,40 @@ COHERENCE = 0.2
 STRONG_PRIOR = 0.3  # tests, compat, examples, CHANGELOG, hidden folders (.github/, .agents/)
 DOCS_PRIOR = 0.5  # prose documentation (docs/, *.md, *.rst)
 INIT_PRIOR = 0.5  # __init__.py: re-exports and package metadata
+#: Type declaration files (``index.d.ts``, ``.pyi`` stubs) restate an implementation's
+#: interface, as documentation does: on real JavaScript issues ``index.d.ts`` was a top-three
+#: answer where the fix changed the ``.js`` file it declares.
+DECLARATION_PRIOR = DOCS_PRIOR
+VENDORED_PRIOR = STRONG_PRIOR  # vendored code (third_party/, vendor/, deps/)
+DATA_PRIOR = DOCS_PRIOR  # data files: JSON, CSV, XML, snapshots
+#: Generated code (protobuf/gRPC stubs, ``*.generated.*``) is rewritten by a tool, never fixed
+#: by hand: its source (the ``.proto``, the generator) is the answer.
+GENERATED_PRIOR = STRONG_PRIOR
 #: Prose inside code (docstrings, comment blocks) restates what the code does, as docs/ files
 #: do: a chunk whose non-whitespace text is a share ``p`` prose is scaled by
 #: ``1 - (1 - DOCS_PRIOR) * p``, so one that is all docstring counts as a docs/ file. A public
 #: wrapper under forty lines of documentation (click's ``termui.progressbar``) or a class
 #: header that is its docstring otherwise outranks the code that does the work.
 PROSE_PRIOR = DOCS_PRIOR
+#: The same rule for the other roles a chunk's bytes can play (gitrag.chunking.roles): option
+#: declarations (click options, argparse, clap ``Arg``/``#[arg]``, cobra flags, commander,
+#: picocli) name every option and its help text, so they match almost any question about a
+#: feature while the code doing the work is elsewhere: weighed like prose (x0.5 when all
+#: declaration). Test code inside an implementation file (Rust's ``#[cfg(test)] mod tests``,
+#: ``@Test`` methods) weighs what a test file does (x0.3 when all test).
+DECL_PRIOR = DOCS_PRIOR
+TEST_ROLE_PRIOR = STRONG_PRIOR
+#: Roles not weighed for a pasted text (an issue): its fix changes the option declarations as
+#: often as the code behind them (on fd's real issues 9 of 14 fixes change ``src/app.rs`` or
+#: ``src/cli.rs``, and weighing declarations there lost file Acc@1 0.857 -> 0.643), while a
+#: typed question asks how something works, which the declarations only name.
+ISSUE_ROLES = frozenset({"decl"})
+#: payload field -> (what a question asks for to lift the prior, the prior of an all-role chunk)
+ROLE_PRIORS: dict[str, tuple[str, float]] = {
+    "prose": ("docs", PROSE_PRIOR),
+    "decl": ("options", DECL_PRIOR),
+    "test": ("tests", TEST_ROLE_PRIOR),
+}
 
 # -- saturation -------------------------------------------------------------------------------
 
@@ -342,14 +370,33 @@ def boost_coherence(cands: dict[str, Candidate]) -> None:
 # -- path priors ------------------------------------------------------------------------------
 
 _TEST_FILE = re.compile(
-    r"(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|conftest)\.\w+$|(?:^|/)[^/]*\.(?:test|spec)\.[jt]sx?$"
+    r"(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|conftest|tests?)\.\w+$|(?:^|/)[^/]*\.(?:test|spec)\.[jt]sx?$"
     r"|(?:^|/)[^/]*Tests?\.(?:java|kt|cs|swift|php)$"
 )
-_TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing)/")
+#: Test folders by the conventions of each ecosystem: ``tests/``, ``test/`` (and Maven/Gradle's
+#: ``src/test/java``), ``__tests__/`` (Jest), ``spec/`` (RSpec, Jasmine), Go's ``testdata/``,
+#: fixtures, Rust's ``benches/``, benchmark folders, end-to-end suites.
+_TEST_DIR = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|testing|testdata|test[-_]?data|fixtures?|__fixtures__|"
+                       r"__mocks__|benches|benchmarks?|e2e|integration[-_]tests?)/", re.I)
 _COMPAT_DIR = re.compile(r"(?:^|/)(?:compat|_compat|legacy)/")
-_EXAMPLES_DIR = re.compile(r"(?:^|/)(?:_?examples?|docs?_src|samples?)/")
-_META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$)", re.I)  # .github/, .agents/
-_DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|rst|txt|adoc)$", re.I)
+_EXAMPLES_DIR = re.compile(r"(?:^|/)(?:[\w.-]+[-_])?(?:_?examples?|docs?_src|samples?|demos?)/")  # rayon-demo/
+#: Project metadata: hidden folders (``.github/`` with its issue templates, ``.agents/``),
+#: release notes, contribution and licence files, CI configurations.
+_META = re.compile(r"(?:^|/)(?:\.[\w-]+/|CHANGE(?:S|LOG)[^/]*$|HISTORY[^/]*$|NEWS[^/]*$|RELEASE[-_ ]?NOTES[^/]*$"
+                   r"|CONTRIBUTING[^/]*$|CODE_OF_CONDUCT[^/]*$|SECURITY\.md$|(?:LICEN[CS]E|COPYING|NOTICE|AUTHORS)[^/]*$"
+                   r"|(?:appveyor|\.?travis|azure-pipelines|\.?gitlab-ci|codecov|\.?cirrus)\.ya?ml$|Jenkinsfile$)", re.I)
+#: Vendored code (a copied test framework, a bundled library): someone else's, fixed upstream.
+_VENDORED = re.compile(r"(?:^|/)(?:vendor|vendored|third[-_]?party|3rdparty|external|extern|deps)/", re.I)
+#: Data files (JSON, CSV, XML, snapshots, fuzzing dictionaries): inputs, not the code that
+#: reads them; a long test resource file otherwise matches any question about its format.
+_DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re.I)
+_DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc|html?)$", re.I)
+#: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
+#: bash/fish completions: they declare every option again, in the shell's language)
+_DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.types?\.ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
+                          r"|[-_.]completions?\.(?:bash|zsh|fish|sh|ps1)$|\.(?:bash|zsh|fish)[-_]completion$", re.I)
+_GENERATED = re.compile(r"\.pb(?:\.gw)?\.go$|_pb2(?:_grpc)?\.pyi?$|\.pb\.(?:cc|h)$|[._]generated\.\w+$|"
+                        r"(?:^|/)(?:generated|__generated__|javadoc|apidocs|jsdoc|doxygen)/", re.I)  # API docs too
 
 _ASKS = {
     "tests": re.compile(r"\b(?:tests?|tested|testing|unit ?tests?|pytest|fixtures?|conftest)\b", re.I),
@@ -358,7 +405,24 @@ _ASKS = {
     # ("Why won't ..."); inside one ("I cannot see why") it asks for nothing
     "docs": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b"
                        r"|(?:^|(?<=[.!?]\s)|(?<=\n))\s*why\b", re.I),
+    # the same without "why": an issue titled "Why does X fail" complains about code
+    "docs-named": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b",
+                             re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
+    # type declarations (a ``.d.ts``, typings, stubs) and generated code, by name
+    "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi|"
+                               r"(?:shell |tab |zsh |bash |fish )?completions?)\b", re.I),
+    "generated": re.compile(r"\b(?:generated|protobuf|proto|codegen|pb2?)\b", re.I),
+    "vendored": re.compile(r"\b(?:vendor(?:ed)?|third[- ]party|bundled)\b", re.I),
+    # a format's name is no ask ("JSON arrays parse wrongly" is about the parser): its files are
+    "data": re.compile(r"\b(?:(?:json|csv|xml|data|sample|input) files?|fixtures?|snapshots?|test data)\b", re.I),
+    # the set of options, or where one is declared ("which flags does X take", "where is
+    # --verbose defined"); "how are arguments parsed" asks for the parser, not a declaration
+    "options": re.compile(r"\b(?:which|what|list|all|available|every)\s+(?:\S+\s+){0,2}(?:options|flags|arguments)\b"
+                          r"|\b(?:declares?|declared|declaration|defines?|defined|registers?|registered|adds?|added)"
+                          r"\s+(?:\S+\s+){0,3}(?:options?|flags?|arguments?)\b"
+                          r"|\b(?:options?|flags?|arguments?)\s+(?:\S+\s+){0,2}(?:declared|defined|registered|added)\b",
+                          re.I),
 }
 
 
@@ -376,21 +440,54 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
             factor *= STRONG_PRIOR
         elif _DOCS.search(path):
             factor *= DOCS_PRIOR
+    if "declarations" not in asks and _DECLARATION.search(path):
+        factor *= DECLARATION_PRIOR
+    if "generated" not in asks and _GENERATED.search(path):
+        factor *= GENERATED_PRIOR
+    if "vendored" not in asks and _VENDORED.search(path):
+        factor *= VENDORED_PRIOR
+    if "data" not in asks and _DATA.search(path):
+        factor *= DATA_PRIOR
     if PurePosixPath(path).name == "__init__.py":
         factor *= INIT_PRIOR
     return factor
 
 
-def asked_for(intent: str) -> frozenset[str]:
+def asked_for(intent: str, rationale: bool = True) -> frozenset[str]:
     """Which kinds of non-implementation files the words ``intent`` ask for: give it the
-    question's own words (:attr:`Query.intent`), not the code or logs pasted into it."""
-    return frozenset(kind for kind, pattern in _ASKS.items() if pattern.search(intent))
+    question's own words (:attr:`Query.intent`), not the code or logs pasted into it.
+    ``rationale=False``: a sentence opening with "why" does not ask for docs."""
+    found = {kind for kind, pattern in _ASKS.items() if pattern.search(intent)}
+    if "docs-named" in found or (rationale and "docs" in found):
+        found.add("docs")
+    else:
+        found.discard("docs")
+    found.discard("docs-named")
+    return frozenset(found)
+
+
+def asks_of(query: Query) -> frozenset[str]:
+    """What ``query`` asks for (:func:`asked_for`): from its own words, and for a pasted
+    text (a long question, or one of several lines: an issue's title and body) from its
+    first line only, where "why" asks for no docs. An issue's body mentions docs, tests,
+    examples, options and changes while reporting a bug in the code ("the docs say X, but
+    it does Y"; "my tests fail"); its title says what it is about ("Docs: typo in ..."),
+    and a title "Why does X ..." complains about the code."""
+    lines = [ln for ln in query.intent.splitlines() if ln.strip()]
+    if query.long or len(lines) > 1:
+        return asked_for(lines[0] if lines else "", rationale=False)
+    return asked_for(query.intent)
+
+
+def _pasted(query: Query) -> bool:
+    """A pasted text (an issue, a log), not a typed question: long, or several lines."""
+    return query.long or sum(1 for ln in query.text.splitlines() if ln.strip()) > 1
 
 
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
     """Scale each candidate by :func:`path_prior` of its path for what the question's own
     words ask for (in place)."""
-    asks = asked_for(query.intent)
+    asks = asks_of(query)
     cache: dict[str, float] = {}
     for c in cands.values():
         if c.path not in cache:
@@ -399,17 +496,29 @@ def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
 
 
 def apply_prose_prior(cands: dict[str, Candidate], query: Query) -> None:
-    """Scale each candidate by ``1 - (1 - PROSE_PRIOR) * prose`` (its payload's prose share,
-    gitrag.chunking.prose), unless the question's own words ask for documentation (in place).
-    A docstring-heavy definition the question names still wins: its definition boost is
-    several times any fused score."""
-    if "docs" in asked_for(query.intent):
+    """The ``prose`` role of :func:`apply_role_priors`: comments and docstrings (in place)."""
+    apply_role_priors(cands, query, ("prose",))
+
+
+def apply_role_priors(cands: dict[str, Candidate], query: Query, roles: Iterable[str] = ("decl", "test")) -> None:
+    """Scale each candidate by ``1 - (1 - prior) * share`` for each of ``roles`` (payload
+    fields of :data:`ROLE_PRIORS`: ``prose`` the comment and docstring share,
+    gitrag.chunking.prose; ``decl`` option declarations and ``test`` test code in an
+    implementation file, gitrag.chunking.roles), unless the question asks for what that
+    role is (docs, options, tests) (in place). A named definition still wins: its
+    definition boost is several times any fused score."""
+    asks = asks_of(query)
+    weights = [(role, 1.0 - prior) for role in roles for ask, prior in [ROLE_PRIORS[role]]
+               if ask not in asks and not (role in ISSUE_ROLES and _pasted(query))]
+    if not weights:
         return
-    weight = 1.0 - PROSE_PRIOR
     for c in cands.values():
-        share = c.payload.get("prose", 0.0) if c.payload else 0.0
-        if share:
-            c.score *= 1.0 - weight * float(share)
+        if not c.payload:
+            continue
+        for role, weight in weights:
+            share = c.payload.get(role, 0.0)
+            if share:
+                c.score *= 1.0 - weight * float(share)
 
 
 # -- selection --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gitrag.errors import StoreError
+from gitrag.errors import StoreDamaged, StoreError
 
 # Collection names become directory names (embedded) or URL segments (server).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
@@ -69,3 +69,32 @@ def translate(where: str) -> Iterator[None]:
         raise
     except Exception as exc:  # the engines raise bare Exception
         raise StoreError(explain(exc, where)) from exc
+
+
+def _known(low: str, exc: BaseException) -> bool:
+    """A failure of the system (full disk, a lock, the embedder's size), not of the files."""
+    return (isinstance(exc, OSError) and exc.errno == errno.ENOSPC or any(s in low for s in _DISK_FULL)
+            or any(s in low for s in _LOCKED) or "dimension" in low)
+
+
+def damaged(where: str, what: str) -> StoreDamaged:
+    """The one-line error for a collection whose files fail (``what``: how, in a few words)."""
+    return StoreDamaged(f"{where} is damaged ({what}): it is rebuilt from the vector cache and git "
+                        "(nothing is embedded again); if this persists run `gitrag index --rebuild`")
+
+
+@contextmanager
+def checked(where: str) -> Iterator[None]:
+    """Like :func:`translate`, for calls on an existing collection: an engine error that is
+    not a full disk, a lock or a vector size means the files are bad (StoreDamaged; the
+    engine's own words, cut to one short line, in parentheses)."""
+    try:
+        yield
+    except (StoreError, KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # bare Exception, and pyo3's PanicException (a BaseException) on bad files
+        text = " ".join((str(exc) or type(exc).__name__).split())
+        if _known(text.lower(), exc):
+            raise StoreError(explain(exc, where)) from exc
+        short = text if len(text) <= 120 else text[:117] + "..."
+        raise damaged(where, f"the engine says: {short}") from exc

@@ -15,7 +15,10 @@ and ``hidden`` (every search filters on a branch view). The store adds no payloa
 its own.
 
 Every call holds one lock per store, so the daemon may search from one thread while
-another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`.
+another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`; on an
+existing collection, one that is not a full disk or a lock (an engine panic included), or
+a segment lacking one of its files, is :class:`StoreDamaged`: gitrag.heal moves the
+collection aside (:meth:`EdgeStore.move_aside`) and rebuilds it.
 """
 
 from __future__ import annotations
@@ -59,11 +62,14 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError
-from gitrag.store._common import BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, dense_list, explain, str_id, translate
+from gitrag.store._common import (
+    BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, checked, damaged, dense_list, explain, str_id, translate,
+)
 from gitrag.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
+_ASIDE = ".damaged-"  # ``<name>.damaged-<time>``: a collection moved aside (gitrag.heal), never listed
 # The engine writes through memory maps of sparse, preallocated files: on a full disk a
 # write there kills the process with SIGBUS instead of failing. So no write starts with
 # less than this free, plus a generous allowance per point written.
@@ -140,6 +146,27 @@ def _request(
     if query is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
     return QueryRequest(limit=limit, query=query, filter=where, with_payload=with_payload)
+
+
+# files every segment has, and pairs of which one never goes without the other: the engine
+# loads a segment that lacks one of them without a word (a lost id map scrambles scores)
+_SEGMENT_FILES = ("segment.json", "version.info")
+_SEGMENT_PAIRS = (("mutable_id_tracker.versions", "mutable_id_tracker.mappings"),)
+
+
+def _check_files(folder: Path) -> None:
+    """StoreDamaged when a segment of the shard at ``folder`` lacks one of its files."""
+    segments = folder / "segments"
+    if not segments.is_dir():
+        return
+    for seg in segments.iterdir():
+        if not seg.is_dir():
+            continue
+        missing = [f for f in _SEGMENT_FILES if not (seg / f).is_file()]
+        missing += [b for a, b in _SEGMENT_PAIRS if (seg / a).exists() != (seg / b).exists() and not (seg / b).exists()]
+        missing += [a for a, b in _SEGMENT_PAIRS if (seg / a).exists() != (seg / b).exists() and not (seg / a).exists()]
+        if missing:
+            raise damaged(f"collection {folder}", f"segment {seg.name} lacks {', '.join(missing)}")
 
 
 def _free_bytes(folder: Path) -> int:
@@ -231,7 +258,8 @@ class EdgeStore:
             raise StoreError(f"collection {name!r} does not exist in {self.root}: run `gitrag index`")
         self._hold(name)
         try:
-            with translate(f"collection {folder}"):
+            _check_files(folder)
+            with checked(f"collection {folder}"):
                 shard = EdgeShard.load(str(folder))
         except BaseException:
             self._let_go(name)
@@ -299,7 +327,8 @@ class EdgeStore:
         with self._lock:
             if not self.root.is_dir():
                 return []
-            return sorted(p.name for p in self.root.iterdir() if (p / _CONFIG_FILE).is_file())
+            return sorted(p.name for p in self.root.iterdir()
+                          if (p / _CONFIG_FILE).is_file() and _ASIDE not in p.name)
 
     # -- points --------------------------------------------------------------------
 
@@ -308,7 +337,7 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 shard.update(operation())
 
     def upsert(self, name: str, points: list[PointRecord]) -> None:
@@ -348,7 +377,7 @@ class EdgeStore:
 
     def _existing(self, name: str, ids: list[str]) -> set[str]:
         shard = self._shard(name)
-        with translate(f"collection {self._dir(name)}"):
+        with checked(f"collection {self._dir(name)}"):
             records = shard.retrieve(ids, False, False) if ids else []
         return {str_id(r.id) for r in records}
 
@@ -360,7 +389,7 @@ class EdgeStore:
             shard = self._shard(name)
             found: set[str] = set()
             offset: Any = None
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 while True:
                     page, offset = shard.scroll(
                         ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=False, with_vector=False)
@@ -373,7 +402,7 @@ class EdgeStore:
         """Exact number of points in the collection (with ``branch``: that it sees)."""
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 return int(shard.count(CountRequest(exact=True, filter=_in_branch(None, branch))))
 
     def search(
@@ -392,7 +421,7 @@ class EdgeStore:
         request = _request(dense, sparse, limit, prefetch, _in_branch(_filter(scope), branch), with_payload)
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 scored = shard.query(request)
         return [Hit(str_id(p.id), float(p.score), dict(p.payload or {})) for p in scored]
 
@@ -402,9 +431,55 @@ class EdgeStore:
             return {}
         with self._lock:
             shard = self._shard(name)
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 records = shard.retrieve(list(ids), True, False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
+
+    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+        """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``
+        (missing ones left out), in one ``retrieve``: what :mod:`gitrag.integrity` checks."""
+        if not ids:
+            return {}
+        out = {}
+        with self._lock:
+            shard = self._shard(name)
+            with checked(f"collection {self._dir(name)}"):
+                for r in shard.retrieve(list(ids), True, True):
+                    vectors = r.vector or {}
+                    sp = vectors.get(SPARSE)
+                    sparse = SparseVec(list(sp.indices), list(sp.values)) if sp is not None else None
+                    out[str_id(r.id)] = (dict(r.payload or {}), np.asarray(vectors.get(DENSE, ()), dtype=np.float32),
+                                         sparse)
+        return out
+
+    def move_aside(self, name: str) -> Path | None:
+        """Close the collection and rename its folder to ``<name>.damaged-<n>`` (under its
+        lock, so no other process has it open); returns that path (None: no folder)."""
+        with self._lock:
+            folder = self._dir(name)
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                try:
+                    shard.close()
+                except Exception:  # noqa: BLE001 - a damaged shard may not close cleanly: it is set aside anyway
+                    pass
+            if not folder.exists():
+                self._let_go(name)
+                return None
+            self._hold(name)
+            try:
+                n = 0
+                while (aside := self.root / f"{name}{_ASIDE}{os.getpid()}-{n}").exists():
+                    n += 1
+                folder.rename(aside)
+            finally:
+                self._let_go(name)
+            return aside
+
+    def delete_aside(self, aside: Path) -> None:
+        """Delete a folder :meth:`move_aside` made (once the rebuild is complete)."""
+        if _ASIDE in Path(aside).name:
+            shutil.rmtree(aside, ignore_errors=True)
 
     # -- durability ----------------------------------------------------------------
 
@@ -417,7 +492,7 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
-            with translate(f"collection {self._dir(name)}"):
+            with checked(f"collection {self._dir(name)}"):
                 shard.flush()
                 if shard.optimize():
                     shard.flush()

@@ -282,6 +282,20 @@ class ServerStore:
             records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
 
+    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+        """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``, in one ``retrieve``."""
+        if not ids:
+            return {}
+        with self._lock, self._translate(name):
+            records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=True)
+        out = {}
+        for r in records:
+            vectors = r.vector if isinstance(r.vector, dict) else {DENSE: r.vector or ()}
+            sp = vectors.get(SPARSE)
+            sparse = SparseVec(list(sp.indices), list(sp.values)) if sp is not None else None
+            out[str_id(r.id)] = (dict(r.payload or {}), np.asarray(vectors.get(DENSE, ()), dtype=np.float32), sparse)
+        return out
+
     # -- durability ----------------------------------------------------------------
 
     def flush(self, name: str) -> None:

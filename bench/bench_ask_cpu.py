@@ -1,0 +1,59 @@
+"""CPU time of one in-process search, a plain question and a 20 KB pasted text: the cost of
+the query stages measured so that a loaded machine does not hide it.
+
+    python bench/bench_ask_cpu.py --repo DIR [--runs N]
+
+Indexes the repository at DIR (incrementally, with the settings' embedder and GITRAG_HOME),
+then runs gitrag.retrieval.search (hybrid, k = 10, no snippets) on a plain question and on
+the texts of bench/eval/click-long.jsonl joined to 20,000 characters, ``--runs`` times
+each after one warm-up, and prints the median process CPU time (``time.process_time``:
+every thread of this process, the embedded store's included; other processes' load does
+not count). Run it from two trees (``PYTHONPATH=TREE``) alternately to compare them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repo", required=True, help="the git repository to index and ask")
+    ap.add_argument("--runs", type=int, default=15, help="timed runs per question (default: %(default)s)")
+    args = ap.parse_args()
+
+    from gitrag import output
+    from gitrag.indexer import Indexer
+    from gitrag.retrieval import search
+    from gitrag.workspace import open_workspace
+
+    texts = [json.loads(line)["query"] for line in (ROOT / "bench/eval/click-long.jsonl").read_text().splitlines()
+             if line.strip()]
+    big = ""
+    while len(big) < 20_000:
+        big += "\n\n".join(texts) + "\n\n"
+    questions = {"plain": "how does click parse options", "20 KB": big[:20_000]}
+    with open_workspace(args.repo) as ws:
+        with output.progress_bar(False) as progress:
+            Indexer(ws, progress).sync()
+        for label, question in questions.items():
+            search(ws, question, k=10, snippets=False)
+            times = []
+            for _ in range(args.runs):
+                started = time.process_time()
+                search(ws, question, k=10, snippets=False)
+                times.append((time.process_time() - started) * 1000.0)
+            print(f"{ROOT.name}: {label}: median CPU {statistics.median(times):.1f} ms over {args.runs} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

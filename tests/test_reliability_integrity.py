@@ -1,0 +1,383 @@
+"""Bytes at rest gone bad, and text quoted for the wrong parser (issue 23).
+
+Each case uses the real engine, real SQLite files and real git: after the corruption,
+either the right answers come back (healed: 0 points lost or wrong against a
+from-scratch index) or a one-line error names the file and the fix; never a wrong answer
+without a word, never an internal error (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gitrag import config
+from tests import format1_repo
+from tests.gitutil import Repo
+from tests.reliability import commit_a, lost_wrong, record, run, sync
+
+GROUP = "integrity"
+DATA = Path(__file__).parent / "data"
+
+
+def _cache() -> Path:
+    return config.data_root() / "cache.db"
+
+
+def _clone(repo: Repo, tmp_path: Path, name: str = "clone") -> Path:
+    dest = tmp_path / name
+    subprocess.run(["git", "clone", "-q", str(repo.path), str(dest)], check=True, capture_output=True)
+    return dest
+
+
+def _index_json(path: Path) -> dict:
+    proc = run("index", "--json", "--repo", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _one_chunk_row(db: sqlite3.Connection) -> tuple[int, bytes]:
+    """(row id, vec) of one chunk vector (not a path vector: chunk keys are 32 bytes)."""
+    return db.execute("SELECT id, vec FROM vectors WHERE length(key) = 32 ORDER BY key LIMIT 1").fetchone()
+
+
+# -- case 3: a truncated row in the vector cache -------------------------------------------
+
+
+def test_a_truncated_cache_row_is_dropped_and_embedded_again(repo: Repo, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    with sqlite3.connect(_cache()) as db:
+        rid, vec = _one_chunk_row(db)
+        db.execute("UPDATE vectors SET vec = ? WHERE id = ?", (vec[:-3], rid))  # an odd length: no float16 array
+    clone = _clone(repo, tmp_path)
+    out = _index_json(clone)  # today: exit 3, ValueError('buffer size must be a multiple of element size')
+    assert out["chunks_embedded"] == 1, out  # that one chunk, and only it, is embedded again
+    with sqlite3.connect(_cache()) as db:
+        assert len(db.execute("SELECT vec FROM vectors WHERE id = ?", (rid,)).fetchone() or [b"x" * len(vec)])
+        assert db.execute("SELECT count(*) FROM vectors WHERE length(vec) % 2 = 1").fetchone()[0] == 0
+    lost, wrong = lost_wrong(clone, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a truncated row in the vector cache (3 bytes cut)", "dropped, counted, that chunk embedded again; "
+           "a clone's index exits 0", lost, wrong, GROUP)
+
+
+# -- case 4: a swapped row in the vector cache ----------------------------------------------
+
+
+def test_a_swapped_cache_row_is_detected_and_never_served(repo: Repo, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    with sqlite3.connect(_cache()) as db:
+        rows = db.execute("SELECT id, digest, vec FROM vectors WHERE length(key) = 32 ORDER BY key LIMIT 2").fetchall()
+        (a, da, va), (b, db_, vb) = rows
+        assert va != vb
+        # the other chunk's vector, and its digest with it: both rows now hold a valid pair of another key
+        db.execute("UPDATE vectors SET digest = ?, vec = ? WHERE id = ?", (db_, vb, a))
+        db.execute("UPDATE vectors SET digest = ?, vec = ? WHERE id = ?", (da, va, b))
+    clone = _clone(repo, tmp_path)
+    out = _index_json(clone)  # today: taken by the clone and served
+    assert out["chunks_embedded"] == 2, out
+    lost, wrong = lost_wrong(clone, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("two rows of the vector cache swapped (each the vector and digest of the other chunk)",
+           "both detected (the digest binds the chunk SHA-256), dropped, embedded again", lost, wrong, GROUP)
+
+
+def test_a_flipped_byte_in_a_cached_vector_is_detected(repo: Repo, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    with sqlite3.connect(_cache()) as db:
+        rid, vec = _one_chunk_row(db)
+        flipped = bytearray(vec)
+        flipped[7] ^= 0x10
+        db.execute("UPDATE vectors SET vec = ? WHERE id = ?", (bytes(flipped), rid))
+    clone = _clone(repo, tmp_path)
+    assert _index_json(clone)["chunks_embedded"] == 1
+    assert lost_wrong(clone, tmp_path, monkeypatch) == (0, 0)
+
+
+# -- the format-1 cache of the previous release is converted, nothing embedded again ---------
+
+
+def test_a_format1_cache_written_by_the_previous_release_is_converted_without_embedding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "tiny"
+    format1_repo.make(path)
+    cache = _cache()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / "cache-format1.db", cache)  # written by gitrag 83e0fdf: float32, no digests
+    with sqlite3.connect(cache) as db:
+        old = {(h, f): np.frombuffer(v, dtype=np.float32) for h, f, v in db.execute("SELECT * FROM vectors")}
+    out = _index_json(path)
+    assert out["chunks_embedded"] == 0 and out["chunks_reused"] == out["chunks_total"] > 0, out
+    assert out.get("paths_embedded", 0) == 0, out
+    with sqlite3.connect(cache) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("2",)
+        fps = dict(db.execute("SELECT id, name FROM fingerprints"))
+        new = {(bytes(k).hex() if len(k) == 32 else bytes(k).decode(), fps[f]): np.frombuffer(v, dtype=np.float16)
+               for k, f, v in db.execute("SELECT key, fp, vec FROM vectors")}
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE '%format1%'").fetchone()[0] == 0
+    assert new.keys() == old.keys()
+    for key, vec in old.items():
+        assert np.allclose(new[key].astype(np.float32), vec, atol=1e-3)
+    assert lost_wrong(path, tmp_path, monkeypatch) == (0, 0)
+
+
+def test_cache_rows_fit_their_page(tmp_path: Path) -> None:
+    """2,000 vectors of the bundled model's 256 dims take under 700 bytes each on disk: no
+    row has an overflow page (format 1: 1 KB float32 ``WITHOUT ROWID`` rows, a 4 KB page each)."""
+    from gitrag.vector_cache import VectorCache
+
+    rng = np.random.default_rng(0)
+    cache = VectorCache(tmp_path / "cache.db")
+    items = {f"{i:064x}": rng.standard_normal(256).astype(np.float32) for i in range(2000)}
+    cache.put_vectors(items, "static:potion-code-16M:256")
+    cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    per_row = (tmp_path / "cache.db").stat().st_size / len(items)
+    assert per_row < 700, per_row
+
+
+# -- case 5: values quoted for the parser that reads them -----------------------------------
+
+ODD = "odd dir %h $HOME \\ \"q\" 'x"  # a space, a specifier, a variable, a backslash, both quotes
+
+
+def _odd_python(tmp_path: Path, name: str = ODD) -> str:
+    """A real interpreter reached through a folder whose name needs quoting."""
+    import sys
+
+    import shlex
+
+    folder = tmp_path / name.replace("'", "").replace("\\", "").replace('"', "")
+    folder.mkdir(parents=True)
+    wrapper = folder / "python"  # runs this venv's interpreter (a symlink would lose the venv)
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _verify(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    unit_file = tmp_path / "user" / "gitrag.service"
+    unit_file.parent.mkdir(exist_ok=True)
+    unit_file.write_text(text)
+    import os
+
+    return subprocess.run(["systemd-analyze", "--user", "verify", str(unit_file)], capture_output=True, text=True,
+                          env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is missing: `apt-get install -y systemd` provides it")
+def test_the_systemd_unit_is_quoted_by_systemd_rules(tmp_path: Path) -> None:
+    from gitrag.daemon import systemd
+
+    python = _odd_python(tmp_path)  # spaces, % and $ in the interpreter's path: quoted
+    home = f"/srv/{ODD}"  # and every special character in GITRAG_HOME
+    text = systemd.render(python, {"GITRAG_HOME": home})
+    proc = _verify(tmp_path, text)  # verify also checks that ExecStart names an executable that exists
+    assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
+    assert "%h" not in text.replace("%%h", "")  # no specifier left to expand
+    # a newline cannot inject a setting: refused in one line (was: a working ExecStartPre= line)
+    with pytest.raises(systemd.SystemdError, match="control character '\\\\n'"):
+        systemd.render(python, {"GITRAG_HOME": "/tmp/a\nExecStartPre=/bin/touch /tmp/pwned"})
+    # a quote in the interpreter's path is refused by systemd in an executable name: refused here, in one line
+    with pytest.raises(systemd.SystemdError, match="systemd refuses in an executable name"):
+        systemd.render("/opt/it's/python", {})
+    record("GITRAG_HOME with a newline, a space, %, $, \\ and quotes; an interpreter path with spaces, % and $",
+           "quoted by systemd.syntax(7) rules, `systemd-analyze verify` passes; a newline or a quote in the "
+           "interpreter path refused in one line", group=GROUP)
+
+
+def test_hooks_with_an_odd_interpreter_path_parse_and_run(repo: Repo, tmp_path: Path) -> None:
+    from gitrag import install
+    from gitrag.commands.doctor import _hook_python
+    from gitrag.daemon import spool
+
+    python = _odd_python(tmp_path, ODD + "\nnext line")  # a newline too: the hook is sh, shlex-quoted
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("a")
+    hooks = repo.path / ".git" / "hooks"
+    from gitrag.daemon import registry
+
+    registry.add((repo.path / ".git").resolve(), hooks)  # what `gitrag install` registers
+    for name in install.HOOKS:
+        (hooks / name).write_text(install.render(name, python))
+        (hooks / name).chmod(0o755)
+        proc = subprocess.run(["sh", "-n", str(hooks / name)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert _hook_python(hooks / name) == python  # doctor reads the path sh runs
+    before = spool.pending()
+    repo.write("b.py", "def b():\n    return 2\n")
+    repo.commit("b")  # the real post-commit runs the interpreter through that path; no daemon: spooled
+    from tests.daemonutil import wait_for
+
+    wait_for(lambda: spool.pending() > before, "the hook's event to reach the spool")
+
+
+# -- case 6: a sha256 repository -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["install", "--no-systemd"], ["index"], ["ask", "area"], ["status"],
+                                     ["doctor"], ["gc"]])
+def test_a_sha256_repository_is_refused_in_one_line_by_every_command(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "sha256"
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", str(path)], check=True)
+    (path / "a.py").write_text("def area(r):\n    return 3.14 * r * r\n")
+    import os
+
+    from tests.gitutil import GIT_ENV
+
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "a"], cwd=path, check=True, env=env)
+    proc = run(*command, "--repo", str(path))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr  # today: exit 3, "please report it"
+    assert "sha256 repository" in lines[0] and "not supported" in lines[0]
+    assert "internal error" not in proc.stderr and not (path / ".git" / "hooks" / "post-commit").exists()
+    record(f"`gitrag {command[0]}` in a `git init --object-format=sha256` repository",
+           "exit 1, one line: a sha256 repository, not supported (pygit2's libgit2 reads sha1 only)", group=GROUP)
+
+
+# -- cases 1 and 2: the store's files gone bad -----------------------------------------------
+
+
+def _segment_files(name: str) -> list[Path]:
+    return sorted(config.data_root().glob(f"*/qdrant/*/segments/*/{name}"))
+
+
+def _ask(path: Path, question: str, mode: str = "hybrid") -> subprocess.CompletedProcess[str]:
+    return run("ask", question, "--json", "--no-answer", "--mode", mode, "--repo", str(path))
+
+
+def _answers(proc: subprocess.CompletedProcess[str]) -> list[tuple[str, int, float]]:
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    return [(r["path"], r["start_line"], round(r["score"], 3)) for r in json.loads(proc.stdout)["results"]]
+
+
+QUESTIONS = ["alpha function value", "gamma", "how is beta computed", "delta helper"]
+
+
+def _asked(path: Path, mode: str) -> list[list[tuple[str, int, float]]]:
+    return [_answers(_ask(path, q, mode)) for q in QUESTIONS]
+
+
+def _no_aside_left() -> bool:
+    return not list(config.data_root().glob("*/qdrant/*.damaged-*"))
+
+
+def _doctor(path: Path, *extra: str) -> tuple[int, str]:
+    proc = run("doctor", *extra, "--repo", str(path))
+    assert "internal error" not in proc.stderr
+    line = next((row for row in proc.stdout.splitlines() if " integrity " in f" {row} "), "")
+    return proc.returncode, line
+
+
+def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "dense")
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    with open(vectors, "r+b") as fh:  # random bytes over every stored vector
+        fh.write(os.urandom(64 * 1024))
+    code, line = _doctor(repo.path)  # today: "ok store", nothing else
+    assert code == 1 and line.startswith("FAIL integrity") and "fail" in line, line
+    assert "gitrag index --rebuild" in line
+    after = _asked(repo.path, "dense")  # today: 20 of 20 dense answers changed, no word
+    assert after == before
+    assert _no_aside_left()
+    assert _doctor(repo.path, "--deep")[1].startswith("ok   integrity")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("random bytes over the store's dense vector file", "doctor: FAIL integrity, fix `gitrag index --rebuild`; "
+           "the next ask finds the shown points' vectors failing their signature, rebuilds the collection from the "
+           "cache (nothing embedded) and answers as before", lost, wrong, GROUP)
+
+
+def _break_segment() -> None:
+    (payload,) = _segment_files("payload_storage/page_0.dat")
+    with open(payload, "r+b") as fh:
+        fh.write(b"\0" * 4096)  # a payload page zeroed
+    (segment,) = _segment_files("segment.json")
+    segment.unlink()  # and segment.json gone
+
+
+def test_a_corrupt_store_segment_is_moved_aside_and_rebuilt(repo: Repo, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    _break_segment()
+    code, line = _doctor(repo.path, "--deep")  # today: "ok store"
+    assert code == 1 and "is damaged" in line and "gitrag index --rebuild" in line, line
+    assert "Failed to decompress" not in line and "\n" not in line
+    after = _asked(repo.path, "hybrid")  # today: the engine's raw message
+    assert after == before
+    assert _no_aside_left()
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a store segment broken (a payload page zeroed, segment.json gone)", "doctor --deep: FAIL, the "
+           "collection is damaged, fix `gitrag index --rebuild`; the next ask moves it aside, rebuilds it from the "
+           "cache and git (nothing embedded), answers as before, deletes the moved copy", lost, wrong, GROUP)
+
+
+def test_index_rebuild_repairs_a_corrupt_store_without_embedding(repo: Repo, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    _break_segment()
+    proc = run("index", "--rebuild", "--json", "--repo", str(repo.path))  # today: fails like the ask
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["chunks_embedded"] == 0 and out["chunks_reused"] == out["chunks_total"] > 0, out
+    assert _no_aside_left()
+    assert _doctor(repo.path, "--deep")[1].startswith("ok   integrity")
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("`gitrag index --rebuild` on a broken store segment", "exit 0: moved aside, rebuilt from the cache "
+           "(0 chunks embedded), the moved copy deleted", lost, wrong, GROUP)
+
+
+def test_the_daemon_heals_a_store_it_holds_open(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from tests.daemonutil import stop_daemon
+    from tests.reliability import start_daemon
+
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "dense")
+    proc = start_daemon()
+    try:
+        assert _asked(repo.path, "dense") == before  # the daemon has the shard open now
+        (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+        with open(vectors, "r+b") as fh:  # under its memory map
+            fh.write(os.urandom(64 * 1024))
+        assert _asked(repo.path, "dense") == before  # checked, rebuilt on the daemon's worker thread, asked again
+        assert _no_aside_left()
+    finally:
+        stop_daemon(proc)
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("random bytes over the dense vector file of a store the daemon holds open", "the daemon's ask finds "
+           "the shown points' vectors failing their signature, rebuilds the collection on its worker thread, "
+           "answers as before",
+           lost, wrong, GROUP)
