@@ -163,14 +163,25 @@ class Policy:
     def by_content(self, data: bytes, path: str = "") -> str | None:
         """A skip reason from the blob's bytes, else None. With ``path`` (once :meth:`by_path`
         has judged it) minified and generated code is skipped too, unless re-included."""
-        if data.startswith(LFS_MAGIC):
-            return "Git LFS pointer"
-        if b"\0" in data[:BINARY_SNIFF]:
-            wide = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
-            return f"{wide} text (not indexed)" if wide else "binary"
-        if path and path not in self._included:
-            return machine_written(path, data)
-        return None
+        return content_reason(data, path, self.reincluded(path))
+
+    def reincluded(self, path: str) -> bool:
+        """Whether :meth:`by_path` found ``path`` re-included by the user (a ``.gitragignore``
+        negation, ``linguist-*=false``): then no default skips it by content either."""
+        return path in self._included
+
+
+def content_reason(data: bytes, path: str = "", reincluded: bool = False) -> str | None:
+    """:meth:`Policy.by_content` as a function of the bytes, the path and whether the path is
+    re-included (what a worker process of a sync needs, without the Policy)."""
+    if data.startswith(LFS_MAGIC):
+        return "Git LFS pointer"
+    if b"\0" in data[:BINARY_SNIFF]:
+        wide = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
+        return f"{wide} text (not indexed)" if wide else "binary"
+    if path and not reincluded:
+        return machine_written(path, data)
+    return None
 
 
 def reason_kind(reason: str) -> str:

@@ -611,8 +611,15 @@ class State:
     def put_symbols(self, blob: str, variant: str, data: dict[str, Any]) -> None:
         """Store one blob's symbol graph (``{"language", "definitions", "references"}``) and
         the names it defines (:func:`symbol_name_key`), in one transaction."""
+        self.put_symbols_many([(blob, variant, data)])
+
+    def put_symbols_many(self, graphs: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """:meth:`put_symbols` of many (blob, variant, graph), in one transaction (a batch's)."""
+        if not graphs:
+            return
         with self.transaction() as db:
-            _put_symbols(db, blob, variant, json.dumps(data), data)
+            for blob, var, data in graphs:
+                _put_symbols(db, blob, var, json.dumps(data), data)
 
     def definitions_named(self, branch: str, keys: Iterable[str], variant: str) -> list[tuple[Any, ...]]:
         """The branch's definitions whose :func:`symbol_name_key` is one of ``keys``: rows
