@@ -150,3 +150,15 @@ def test_the_work_tree_is_found_as_git_finds_it(repo: Repo, tmp_path: Path, monk
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     with pytest.raises(NotARepository):
         workdir(str(outside))
+
+
+def test_structlog_is_configured_when_first_imported() -> None:
+    """The CLI defers structlog's set-up to its first import: a log line must still go to
+    stderr at the CLI's level, never to stdout (which carries --json)."""
+    code = ("import sys\nfrom gitrag import logs\nlogs.configure_when_used('warning')\n"
+            "assert 'structlog' not in sys.modules\n"
+            "import structlog\nstructlog.get_logger('t').warning('kept', n=1)\nstructlog.get_logger('t').info('dropped')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "kept" in proc.stderr and "n=1" in proc.stderr and "dropped" not in proc.stderr
