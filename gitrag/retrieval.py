@@ -126,7 +126,9 @@ def _ranked(
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
                                   with_payload=False) if terms else []
-    cands = candidates(dense_hits, sparse_hits, top, payloads=lambda ids: ws.store.payloads(coll, ids))
+    # the candidates' payloads from the state's manifest rows (the store's, less membership):
+    # SQLite primary-key lookups instead of the store's retrieve (BENCHMARKS.md, "Scale")
+    cands = candidates(dense_hits, sparse_hits, top, payloads=ws.state.payloads)
     ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 

@@ -502,6 +502,19 @@ class State:
             out.extend(PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows)
         return out
 
+    def payloads(self, point_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """{point id: payload} of these points' manifest rows (the store's payload without the
+        ``branches``/``hidden`` membership); an id no row has is left out. Primary-key
+        lookups: ~1 ms for 100 ids, where the store's retrieve took ~120 ms on sympy."""
+        ids = list(dict.fromkeys(point_ids))
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.db.execute(f"SELECT point_id, payload FROM points WHERE point_id IN ({','.join('?' * len(part))})",
+                                   part)
+            out.update((pid, json.loads(payload)) for pid, payload in rows)
+        return out
+
     def differing_paths(self, a: str, b: str) -> list[str] | None:
         """Paths whose file (blob or skip reason) differs between branches ``a`` and ``b``;
         None when their pipelines differ (every point differs)."""

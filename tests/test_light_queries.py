@@ -162,3 +162,27 @@ def test_structlog_is_configured_when_first_imported() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert "kept" in proc.stderr and "n=1" in proc.stderr and "dropped" not in proc.stderr
+
+
+def test_candidate_payloads_come_from_the_state_not_the_store(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranked candidates' payloads are the manifest rows (primary-key lookups), not a
+    retrieve from the store: the same results, and the store is never asked for them."""
+    from gitrag.retrieval import search
+
+    before = [(r.point_id, r.path, r.start_line, r.score) for r in search(ws, "greet the user with helper")]
+    assert before
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("payloads were read from the store")
+
+    monkeypatch.setattr(ws.store, "payloads", refuse)
+    after = [(r.point_id, r.path, r.start_line, r.score) for r in search(ws, "greet the user with helper")]
+    assert after == before
+    from gitrag.sparse import query_vector
+
+    stored = ws.store.search(ws.state.branch(ws.repo.branch()).collection, dense=None,
+                             sparse=query_vector("greet helper"), limit=50, branch=None)
+    rows = ws.state.payloads([h.id for h in stored] + ["no-such-point"])
+    assert set(rows) == {h.id for h in stored}
+    for h in stored:  # the store's payload is the row's plus the membership fields
+        assert {k: v for k, v in h.payload.items() if k not in ("branches", "hidden")} == rows[h.id]
