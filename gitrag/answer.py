@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitrag import sparse
 from gitrag.errors import GitragError
 
 if TYPE_CHECKING:
@@ -97,6 +96,8 @@ def evidence_strength(results: list[Result], mode: str, question: str | None = N
     if not results:
         return Strength(True, "no results", None)
     top = results[0].score
+    from gitrag import sparse  # here, not at the top: the daemon route of `ask` imports this module
+
     if mode == "hybrid" and question is not None and not sparse.query_vector(question).indices:
         mode = "dense"
     floors = {"hybrid": (HYBRID_MIN, "no result was found by two of the dense, sparse and definition searches"),

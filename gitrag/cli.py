@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import traceback
 from collections.abc import Callable
 
 import click
@@ -57,7 +56,7 @@ def cli(verbose: int) -> None:
     """
     from gitrag import logs
 
-    logs.configure(["warning", "info", "debug"][min(verbose, 2)])
+    logs.configure_when_used(["warning", "info", "debug"][min(verbose, 2)])
 
 
 @cli.command()
@@ -281,9 +280,7 @@ def _text(value: str) -> str:
 def _repo_path(value: str) -> str:
     """A command-line path or glob spelled as indexed paths are (``gitrepo.decode_path``): a byte
     that is not UTF-8 becomes ``\\xNN``, so ``--path`` meets a file whose name holds it."""
-    from gitrag.gitrepo import decode_path
-
-    return decode_path(os.fsencode(value))
+    return os.fsencode(value).decode("utf-8", "backslashreplace")  # gitrepo.decode_path, without importing pygit2
 
 
 def _language(value: str) -> str:
@@ -362,6 +359,8 @@ def _os_error(exc: OSError) -> int:
 
 
 def _internal_error() -> int:
+    import traceback
+
     from gitrag import config, output
 
     try:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from gitrag import sparse
+from gitrag import index_pool, sparse
 from gitrag import state as state_mod
 from gitrag import views
 from gitrag.chunking import CHUNKER_VERSION, FileAnalysis, analyze
@@ -120,6 +120,9 @@ class Indexer:
         self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for the current batch
         self._spans: dict[str, TokenSpan] = {}  # chunk hash -> its exact token ids, when known (current batch)
         self._embedded: set[str] = set()  # hashes embedded in this sync
+        self._given: dict[str, np.ndarray] = {}  # chunk hash -> dense vector a pool worker made (current batch)
+        self._given_sparse: dict[str, Any] = {}  # chunk hash -> sparse vector a pool worker made (current batch)
+        self._feed: _Feed | None = None  # the worker pool's results, for a big sync (gitrag.index_pool)
         self._path_failed: set[str] = set()  # paths whose path text failed to embed: retried next sync
 
     @property
@@ -169,6 +172,8 @@ class Indexer:
             return summary
         touched = self._touched(branch, head) | repaired
         self._apply(branch, head, touched, summary, repaired)
+        if summary.points_upserted or summary.points_deleted or summary.payloads_updated:
+            self.ws.store.optimize(branch.collection)  # once per sync, after its last batch
         summary.chunks_total = self.ws.state.point_count(name)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
@@ -278,6 +283,11 @@ class Indexer:
             outer(stage, before.get(stage, 0) + n, projected)
 
         self.progress = whole_sync
+        if streamed and index_pool.usable(ws.embedder, len(paths)):
+            try:
+                self._feed = _Feed(self, paths, entries, policy)
+            except Exception as exc:  # no pool: the same work in this process
+                log.warning("no worker pool", error=repr(exc))
         try:
             while True:
                 limit = (BATCH_CHUNKS, BATCH_FILES) if streamed else (None, None)
@@ -290,6 +300,9 @@ class Indexer:
                     return
         finally:
             self.progress = outer
+            if self._feed is not None:
+                self._feed.close()
+                self._feed = None
 
     def _write_batch(
         self, branch: Branch, head: str, updates: list[FileUpdate], summary: IndexSummary, repaired: set[str],
@@ -322,7 +335,8 @@ class Indexer:
         batch_paths = [up.path for up in updates]
         writes = views.transition(ws, branch.name, branch.fingerprint, branch.collection, batch_paths, planned,
                                   commit=commit, force=repaired.intersection(batch_paths), vectors=vectors,
-                                  progress=self.progress, batch=UPSERT_BATCH, sparse_vectors=sparse_vecs)
+                                  progress=self.progress, batch=UPSERT_BATCH, sparse_vectors=sparse_vecs,
+                                  optimize=False)
         summary.points_upserted += writes.upserted
         summary.points_deleted += writes.deleted
         summary.payloads_updated += writes.payloads
@@ -337,6 +351,7 @@ class Indexer:
         (None: no limit); returns (the batch's updates, the index of the next path)."""
         emb = self.ws.embedder
         updates: list[FileUpdate] = []
+        graphs: list[tuple[str, str, dict[str, Any]]] = []
         chunks, i = 0, start
         while i < len(paths) and (max_files is None or len(updates) < max_files) and (
                 max_chunks is None or chunks < max_chunks):
@@ -348,24 +363,38 @@ class Indexer:
                 updates.append(FileUpdate(path, None))
                 summary.files_deleted += 1
                 continue
-            reason, analysis = self._analyze_one(entry, policy, emb.max_tokens, emb.count_tokens)
+            got = self._feed.take(path) if self._feed is not None else None
+            if isinstance(got, str):  # skipped by path or size, judged in this process
+                reason, analysis = got, None
+            elif got is not None:  # done by a pool worker
+                reason, analysis = got.reason, None
+            else:
+                reason, analysis = self._analyze_one(entry, policy, emb.max_tokens, emb.count_tokens)
             if reason:
                 summary.files_skipped += 1
                 summary.skipped.append({"path": path, "reason": reason})
                 updates.append(FileUpdate(path, entry.blob, reason, []))
                 continue
-            assert analysis is not None
             summary.files_indexed += 1
-            for c in analysis.chunks:
-                if c.embeddable:
-                    h = c.hash
-                    self._texts[h] = c.text
-                    if c.span is not None:
-                        self._spans[h] = c.span
-            self.ws.state.put_symbols(entry.blob, CHUNKER_VERSION, _graph(analysis))
-            rows = _rows_for(entry, analysis, self.variant)
+            if analysis is not None:
+                for c in analysis.chunks:
+                    if c.embeddable:
+                        h = c.hash
+                        self._texts[h] = c.text
+                        if c.span is not None:
+                            self._spans[h] = c.span
+                graphs.append((entry.blob, CHUNKER_VERSION, _graph(analysis)))
+                rows = _rows_for(entry, analysis, self.variant)
+            else:
+                assert isinstance(got, index_pool.FileResult)
+                self._texts.update(got.texts)
+                self._given.update(got.vectors)
+                self._given_sparse.update(got.sparse)
+                graphs.append((entry.blob, CHUNKER_VERSION, got.graph))
+                rows = got.rows
             chunks += len(rows)
             updates.append(FileUpdate(path, entry.blob, None, rows))
+        self.ws.state.put_symbols_many(graphs)  # the batch's graphs in one transaction
         return updates, i
 
     def _analyze_one(
@@ -397,9 +426,19 @@ class Indexer:
         hashes = list(dict.fromkeys(r.chunk_hash for r in rows))
         vectors = state.get_vectors(hashes, branch.fingerprint)
         sparse_have = state.get_sparse(hashes, sparse.VERSION)
-        new_sparse = {h: sparse.document_vector(self._texts[h]) for h in hashes if h not in sparse_have}
+        given_sparse, self._given_sparse = self._given_sparse, {}
+        new_sparse = {h: given_sparse.get(h) or sparse.document_vector(self._texts[h])
+                      for h in hashes if h not in sparse_have}
         if new_sparse:
             state.put_sparse(new_sparse, sparse.VERSION)
+        given, self._given = self._given, {}
+        made = {h: given[h] for h in hashes if h not in vectors and h in given}  # by a pool worker
+        if made:
+            state.put_vectors(made, branch.fingerprint)
+            vectors.update(made)
+            summary.chunks_embedded += len(made)
+            self._embedded.update(made)
+            self.progress("embed", len(made), len(made))
         todo = [(h, self._texts[h]) for h in hashes if h not in vectors]
         batch = max(1, self.ws.settings.batch_size)
         pending: dict[str, np.ndarray] = {}  # embedded, not yet cached: one transaction a second
@@ -430,6 +469,63 @@ class Indexer:
 
     def _path_of(self, chunk_hash: str, rows: list[PointRow]) -> str:
         return next((r.path for r in rows if r.chunk_hash == chunk_hash), "?")
+
+
+class _Feed:
+    """The pool's results for a sync's paths, taken in path order (:meth:`take`). The
+    policy's path and size rules run here, as the pool is fed; a worker reads the rest."""
+
+    def __init__(self, indexer: Indexer, paths: list[str], entries: dict[str, Entry], policy: Policy) -> None:
+        ws = indexer.ws
+        self.pool = index_pool.Pool(str(ws.repo.root), ws.settings, str(ws.state.cache.path), indexer.variant,
+                                    ws.embedder.fingerprint)
+        self.repo, self.policy = ws.repo, policy
+        self.known: dict[str, str] = {}  # path -> skip reason judged here
+        self.results = self.pool.results(self._works(paths, entries))
+        self.peeked: tuple[index_pool.FileWork, Any] | None = None
+        self.broken = False
+
+    def _works(self, paths: list[str], entries: dict[str, Entry]) -> Any:
+        for path in paths:
+            entry = entries.get(path)
+            if entry is None:
+                continue
+            reason = self.policy.by_path(entry)
+            if not reason:
+                try:
+                    reason = self.policy.by_size(self.repo.blob_size(entry.blob))
+                except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+                    reason = f"unreadable blob: {exc}"
+            if reason:
+                self.known[path] = reason
+                continue
+            yield index_pool.FileWork(path, entry.blob, entry.mode, self.policy.reincluded(path))
+
+    def take(self, path: str) -> index_pool.FileResult | str | None:
+        """The result for ``path`` (the next path of the sync that exists at HEAD): a skip
+        reason judged here, a worker's FileResult, or None: do it in this process (the pool
+        broke, or this file's task failed)."""
+        while not self.broken:
+            if path in self.known:
+                return self.known.pop(path)
+            if self.peeked is None:
+                self.peeked = next(self.results, None)
+                if self.peeked is None:
+                    return None
+            work, future = self.peeked
+            if work.path != path:  # the works are past ``path``: it was judged here, or is unknown
+                return self.known.pop(path, None)
+            self.peeked = None
+            try:
+                return future.result()
+            except Exception as exc:  # noqa: BLE001 - a broken pool or a failed task: in-process
+                log.warning("worker pool failed; indexing in this process", path=path, error=repr(exc))
+                self.broken = "Broken" in type(exc).__name__
+                return None
+        return None
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def _own_paths(ws: Workspace, branch: Branch, base_of_new: bool = False) -> list[str] | None:

@@ -10,19 +10,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from gitrag import ranking, sparse, symbols
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
-from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
+from gitrag.file_results import CANDIDATES_PER_FILE, rank_files
 from gitrag.integrity import check_count, check_results
 from gitrag.ranking.pieces import merge_pieces
+from gitrag.results import AskResponse, Freshness, Result
 from gitrag.store import Hit, SearchFilter
 from gitrag.workspace import Workspace
 
 MODES = ("hybrid", "dense", "sparse")
+__all__ = ["AskResponse", "Freshness", "Result", "ask", "candidates", "freshness", "read_snippet", "search"]
 PREFETCH = 50  # candidates from each of the dense and sparse lists (40: mean nDCG@10 0.734, 50: 0.746)
 #: Depth each list is read to for the scores of those candidates: a candidate in one list's
 #: top PREFETCH keeps its real score in the other list down to this rank (0, that list's floor,
@@ -32,61 +33,6 @@ SCORE_DEPTH = 300
 KNOWN_PATH_MATCHES = 3  # a bare file name in a long question ("core.py") may name at most this many files
 EXPAND_TOP = 3  # results whose dependencies --expand follows
 EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
-
-
-@dataclass
-class Result:
-    """One ranked location; lines are 1-based and inclusive."""
-
-    path: str
-    start_line: int
-    end_line: int
-    symbol: str
-    kind: str
-    language: str
-    score: float
-    snippet: str = ""
-    blob: str = ""
-    start_byte: int = 0
-    end_byte: int = 0
-    point_id: str = ""
-    expanded_from: str = ""  # set on a graph expansion: the result whose dependency this is
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Freshness:
-    branch: str
-    commit: str | None  # the commit the index answered from
-    head: str | None  # the branch's HEAD now
-    worktree_changes: int
-
-    @property
-    def up_to_date(self) -> bool:
-        return self.commit is not None and self.commit == self.head
-
-
-@dataclass
-class AskResponse:
-    question: str
-    freshness: Freshness
-    results: list[Result] = field(default_factory=list)
-    answer: str | None = None
-    mode: str = "hybrid"
-    files: list[FileHit] | None = None  # ranked files (``ask --files``), else None
-
-    def to_json(self) -> dict[str, Any]:
-        f = self.freshness
-        out = {
-            "question": self.question, "branch": f.branch, "commit": f.commit, "head": f.head,
-            "up_to_date": f.up_to_date, "worktree_changes": f.worktree_changes,
-            "results": [r.to_json() for r in self.results], "answer": self.answer, "mode": self.mode,
-        }
-        if self.files is not None:
-            out["files"] = [h.to_json() for h in self.files]
-        return out
 
 
 def freshness(ws: Workspace) -> Freshness:
@@ -189,7 +135,9 @@ def _ranked(
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
                                   with_payload=False) if terms else []
-    cands = candidates(dense_hits, sparse_hits, top, payloads=lambda ids: ws.store.payloads(coll, ids))
+    # the candidates' payloads from the state's manifest rows (the store's, less membership):
+    # SQLite primary-key lookups instead of the store's retrieve (BENCHMARKS.md, "Scale")
+    cands = candidates(dense_hits, sparse_hits, top, payloads=ws.state.payloads)
     ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
     if dense_scores is not None:
         dense_scores.update((h.id, float(h.score)) for h in dense_hits)
@@ -251,10 +199,10 @@ class _Lookup:
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
 
     def known_paths(self, written: str) -> list[str]:
-        return ranking.written_paths(written, symbols.symbol_index(self.ws).paths, KNOWN_PATH_MATCHES)
+        return ranking.written_paths(written, symbols.branch_paths(self.ws), KNOWN_PATH_MATCHES)
 
     def project_names(self) -> frozenset[str]:
-        return _top_folders(symbols.symbol_index(self.ws).paths)
+        return _top_folders(symbols.branch_paths(self.ws))
 
 
 @lru_cache(maxsize=8)

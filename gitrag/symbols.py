@@ -24,10 +24,14 @@ qualified-suffix matches (``Greeter.greet``) over same-class methods (``self.x``
 (a library call) is kept with ``definition=None``. Expect some false edges for common
 method names; it is a navigation aid, not a type checker.
 
-Speed: the graph of one (data dir, branch, indexed commit, chunker version) is loaded
-once into an in-memory :class:`SymbolIndex` and kept in a small module-level LRU, so a
-query costs dictionary lookups. Re-indexing changes the commit and so the key. Every
-function raises ``NotIndexed`` when the current branch has no index yet.
+Speed: :func:`find_definitions` and :func:`file_outline` read by key (the state's
+``symbol_names`` rows of the asked name; one file's graph), so their cost does not grow
+with the repository: on sympy (71k chunks) loading the whole graph was 52% of a cold
+``ask``. :func:`dependencies` (callers and subclasses need every reference) loads the graph
+of one (data dir, branch, indexed commit, chunker version) once into an in-memory
+:class:`SymbolIndex`, kept in a small module-level LRU; once loaded, the other queries use
+it too. Re-indexing changes the commit and so the key. Every function raises
+``NotIndexed`` when the current branch has no index yet.
 """
 
 from __future__ import annotations
@@ -304,19 +308,40 @@ _cache: OrderedDict[tuple[str, str, str, str], SymbolIndex] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def symbol_index(ws: Workspace) -> SymbolIndex:
-    """The graph of the current branch at its indexed commit, cached (LRU of ``CACHE_SIZE``).
-
-    Raises NotIndexed when the branch has no index yet."""
+def _key(ws: Workspace) -> tuple[str, str, str, str]:
+    """(data dir, branch, indexed commit, chunker version) of the current branch; raises
+    NotIndexed when it has no index yet."""
     name = ws.repo.branch()
     branch = ws.state.branch(name)
     if branch is None or branch.indexed_commit is None:
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
-    key = (str(ws.data_dir), name, branch.indexed_commit, CHUNKER_VERSION)
+    return (str(ws.data_dir), name, branch.indexed_commit, CHUNKER_VERSION)
+
+
+def _loaded(key: tuple[str, str, str, str]) -> SymbolIndex | None:
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
+    return None
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
+    with _cache_lock:
+        cache[key] = value
+        while len(cache) > size:
+            cache.popitem(last=False)
+
+
+def symbol_index(ws: Workspace) -> SymbolIndex:
+    """The graph of the current branch at its indexed commit, cached (LRU of ``CACHE_SIZE``).
+
+    Raises NotIndexed when the branch has no index yet."""
+    key = _key(ws)
+    name = key[1]
+    got = _loaded(key)
+    if got is not None:
+        return got
     index = _load(ws, name)
     with _cache_lock:
         _cache[key] = index
@@ -340,19 +365,61 @@ def _load(ws: Workspace, branch: str) -> SymbolIndex:
             continue
         seen.add(path)
         graph = json.loads(data)
-        lang = str(graph.get("language", ""))
-        for d in graph.get("definitions", []):
-            defs.append(Definition(path, int(d["start_line"]), int(d["end_line"]), str(d["name"]),
-                                   str(d.get("kind", "")), str(d.get("parent", "")), lang))
+        defs += _definitions(path, graph)
         for r in graph.get("references", []):
             refs.append(Reference(path, str(r["kind"]), str(r.get("source", "")), str(r["target"]), int(r["line"])))
     return SymbolIndex(paths, defs, refs)
+
+
+def _definitions(path: str, graph: dict[str, Any]) -> list[Definition]:
+    lang = str(graph.get("language", ""))
+    return [Definition(path, int(d["start_line"]), int(d["end_line"]), str(d["name"]), str(d.get("kind", "")),
+                       str(d.get("parent", "")), lang) for d in graph.get("definitions", [])]
 
 
 def clear_cache() -> None:
     """Forget every cached graph (tests; a long-lived process after a rebuild)."""
     with _cache_lock:
         _cache.clear()
+        _named.clear()
+        _paths.clear()
+
+
+#: definitions read by key, per (graph key, name key): a warm daemon asks the same names again
+_named: OrderedDict[tuple[Any, ...], SymbolIndex] = OrderedDict()
+_paths: OrderedDict[tuple[str, str, str, str], frozenset[str]] = OrderedDict()
+NAMED_CACHE_SIZE = 512
+
+
+def _named_index(ws: Workspace, key: tuple[str, str, str, str], name_key: str) -> SymbolIndex:
+    """A :class:`SymbolIndex` of the branch's definitions whose last name segment is
+    ``name_key`` (lower-cased): all that :meth:`SymbolIndex.find` of such a name reads."""
+    at = (*key, name_key)
+    with _cache_lock:
+        if at in _named:
+            _named.move_to_end(at)
+            return _named[at]
+    rows = ws.state.definitions_named(key[1], [name_key], CHUNKER_VERSION)
+    defs = [Definition(path, int(start), int(end), str(name), str(kind), str(parent), str(lang))
+            for path, name, kind, parent, start, end, lang in rows]
+    index = SymbolIndex((), defs, [])
+    _remember(_named, at, index, NAMED_CACHE_SIZE)
+    return index
+
+
+def branch_paths(ws: Workspace) -> frozenset[str]:
+    """The current branch's indexed (not skipped) paths at its indexed commit, cached."""
+    key = _key(ws)
+    whole = _loaded(key)
+    if whole is not None:
+        return whole.paths
+    with _cache_lock:
+        if key in _paths:
+            _paths.move_to_end(key)
+            return _paths[key]
+    paths = frozenset(ws.state.indexed_paths(key[1]))
+    _remember(_paths, key, paths, CACHE_SIZE)
+    return paths
 
 
 # -- public queries -------------------------------------------------------------------
@@ -364,20 +431,35 @@ def find_definitions(ws: Workspace, name: str, path: str | None = None) -> list[
     ``name`` may be qualified with any separator (``Greeter.greet``, ``Greeter::greet``)
     or bare (``greet``). Order: exact qualified matches (by path, line), then definitions
     whose qualified name ends with ``name`` (shorter names first), and only when neither
-    exists, the same suffix match ignoring case. ``path`` keeps only that file's."""
-    return symbol_index(ws).find(name, path)
+    exists, the same suffix match ignoring case. ``path`` keeps only that file's.
+
+    Reads the definitions of ``name``'s last segment by key (or the whole graph, when it
+    is loaded already or the state has no ``symbol_names``)."""
+    key = _key(ws)
+    whole = _loaded(key)
+    segments = split_name(name)
+    if whole is not None or not segments or not ws.state.symbol_names_ready:
+        return (whole or symbol_index(ws)).find(name, path)
+    return _named_index(ws, key, segments[-1].lower()).find(name, path)
 
 
 def file_outline(ws: Workspace, path: str) -> list[Definition]:
     """The definitions of ``path`` (repository-relative, ``/``-separated) in source order;
     nesting is given by ``parent``. [] for an indexed file without definitions (text,
-    a language without a grammar). Raises NotFound when the path is not indexed."""
-    index = symbol_index(ws)
-    if path not in index.paths:
+    a language without a grammar). Raises NotFound when the path is not indexed. Reads
+    that one file's graph."""
+    key = _key(ws)
+    whole = _loaded(key)
+    if whole is not None:
+        found, defs = path in whole.paths, list(whole.by_path.get(path, []))
+    else:
+        found, text = ws.state.file_symbols(key[1], path, CHUNKER_VERSION)
+        defs = SymbolIndex((), _definitions(path, json.loads(text)), []).by_path.get(path, []) if text else []
+    if not found:
         raise NotFound(
             f"{path!r} is not in the index of branch {ws.repo.branch()!r} (not tracked, skipped or not indexed yet)"
         )
-    return list(index.by_path.get(path, []))
+    return list(defs)
 
 
 def dependencies(

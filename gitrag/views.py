@@ -104,6 +104,7 @@ def transition(
     progress: Callable[[str, int, int], None] | None = None,
     batch: int = UPSERT_BATCH,
     sparse_vectors: dict[str, Any] | None = None,
+    optimize: bool = True,
 ) -> Writes:
     """Apply ``change`` to the state and the collection together (see the module doc).
 
@@ -113,7 +114,8 @@ def transition(
     journal rows written here). ``force``: paths whose points are upserted even if the
     state says the store has them (after a repair). ``vectors``, ``sparse_vectors``: chunk
     vectors and sparse vectors at hand, by chunk hash (else read from the cache).
-    ``batch``: points per upsert call."""
+    ``batch``: points per upsert call. ``optimize``: run the store's optimizer after the
+    flush (a sync's batches pass False but the last: it runs once per sync)."""
     state = ws.state
     snap_before, snap_after = state.plan(fingerprint, paths, change)
     before, after = snap_before.members, snap_after.members
@@ -142,6 +144,8 @@ def transition(
         for (tags, hidden), ids in moved.items():
             ws.store.set_payload_of(collection, ids, {BRANCHES: list(tags), HIDDEN: list(hidden)})
         ws.store.flush(collection)
+        if optimize:
+            ws.store.optimize(collection)
         writes.deleted, writes.payloads = len(deletes), sum(len(ids) for ids in moved.values())
     if commit is not None:
         commit(writes)
@@ -237,6 +241,7 @@ def repair(ws: Workspace) -> dict[str, list[str]]:
         members = snap.members
         missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in members.values()])
         ws.store.flush(collection)
+        ws.store.optimize(collection)
         for branch in {b for m in members.values() if m.row.path in missing for b in m.branches}:
             ws.state.write_journal(branch, sorted(missing))  # re-indexed by that branch's sync
     ws.state.clear_journal_of_gone_branches()
@@ -251,6 +256,8 @@ def rebuild(ws: Workspace, fingerprint: str, collection: str, dim: int, journal_
     enc = Encoder(snap)
     missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in snap.members.values()])
     ws.store.flush(collection)
+    if snap.members:
+        ws.store.optimize(collection)
     if missing:
         ws.state.write_journal(journal_branch, sorted(missing))
     return missing

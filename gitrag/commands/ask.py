@@ -1,62 +1,91 @@
+"""``gitrag ask``. While a daemon runs, this imports only the route (gitrag.daemon.routing,
+gitrag.results) and the printer: the in-process search stack (numpy, store, ranking,
+workspace) is imported by :func:`_in_process` when no daemon answers, and the answer
+writer only when a chat model is set."""
+
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
+from gitrag import output
+from gitrag.errors import EXIT_OK
 
-from gitrag import heal, output
-from gitrag.answer import Answer, weak_message, write_answer
-from gitrag.config import Settings
-from gitrag.errors import EXIT_OK, StoreError
-from gitrag.retrieval import AskResponse
-from gitrag.retrieval import ask as run_ask
-from gitrag.store import SearchFilter
-from gitrag.workspace import open_workspace
+if TYPE_CHECKING:
+    from gitrag.answer import Answer
+    from gitrag.config import Settings
+    from gitrag.results import AskResponse
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
         expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
     from gitrag.daemon import routing
 
-    scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
+    if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
+        from gitrag.store.base import SearchFilter
+
+        SearchFilter(path, lang, tuple(exclude))
     # None: no daemon runs
     routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files)
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
     else:
-        ws = open_workspace(repo)
-        try:
-            response = heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand,
-                                                          files=files))  # a damaged store: rebuilt, asked again
-        except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
-            again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
-                                files=files) if routing.held_elsewhere(exc) else None
-            if again is None:
-                raise
-            response, _, catching_up = again
-        finally:
-            ws.close()
-        settings = ws.settings
+        response, settings, catching_up = _in_process(repo, question, k, mode, path, lang, no_answer, expand,
+                                                      tuple(exclude), files)
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
+        if written is None:
+            from gitrag.answer import Answer
+
+            written = Answer()
         extra = {"catching_up": catching_up}
         output.emit_json(response.to_json() | written.to_json() | extra)
     elif response.files is not None:
         _print_files(response, catching_up, _none_found(path, lang, exclude))
     else:
-        _print(response, snippets=not written.text, catching_up=catching_up, none=_none_found(path, lang, exclude))
+        _print(response, snippets=not (written and written.text), catching_up=catching_up,
+               none=_none_found(path, lang, exclude))
     return EXIT_OK
 
 
-def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer:
-    """The written answer, streamed to stdout unless ``as_json``. A chat failure is one
-    line on stderr and ``answer_error`` in JSON; the exit code stays 0 because the
-    ranked citations, printed either way, are the primary product."""
+def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
+                exclude: tuple[str, ...], files: bool) -> tuple[AskResponse, Settings, str | None]:
+    """The answer from this process's own workspace (no daemon runs): (response, settings,
+    catching_up). A daemon that started since we looked holds the store: then it is asked."""
+    from gitrag import heal
+    from gitrag.daemon import routing
+    from gitrag.errors import StoreError
+    from gitrag.retrieval import ask as run_ask
+    from gitrag.store import SearchFilter
+    from gitrag.workspace import open_workspace
+
+    scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
+    ws = open_workspace(repo)
+    try:
+        response = heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand,
+                                                      files=files))  # a damaged store: rebuilt, asked again
+        return response, ws.settings, None
+    except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
+        again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=exclude,
+                            files=files) if routing.held_elsewhere(exc) else None
+        if again is None:
+            raise
+        return again.response, ws.settings, again.catching_up
+    finally:
+        ws.close()
+
+
+def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer | None:
+    """The written answer, streamed to stdout unless ``as_json``; None when no model is asked
+    (``--no-answer`` or none configured: then the answer writer is not even imported). A
+    chat failure is one line on stderr and ``answer_error`` in JSON; the exit code stays 0
+    because the ranked citations, printed either way, are the primary product."""
     if no_answer or not settings.chat_model:
         if not no_answer and not as_json:
             output.info("hint: set GITRAG_CHAT_MODEL (an Ollama chat model, e.g. llama3.2) for a written answer with citations")
-        return Answer()
+        return None
+    from gitrag.answer import weak_message, write_answer
 
     def stream(text: str) -> None:
         sys.stdout.write(text)
@@ -66,7 +95,7 @@ def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) 
     if not as_json and written.text:
         stream("\n\n")
     if written.strength is not None and written.strength.weak and not as_json:
-        output.out.print(weak_message(r.question, written.strength), markup=False)
+        output.line(weak_message(r.question, written.strength))
     if written.error and not as_json:
         output.error(written.error)
     return written
@@ -84,20 +113,17 @@ def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:
 
 
 def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results") -> None:
-    f = r.freshness
     if not r.results:
-        output.out.print(none, markup=False)
+        output.line(none)
     for i, res in enumerate(r.results, 1):
-        via = f"  [dim](used by {res.expanded_from})[/]" if res.expanded_from else ""
-        output.out.print(
-            f"[bold]{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}[/]  {_printable(res.symbol)}"
-            f"  [dim]{res.score:.4f}[/]{via}"
-        )
+        via = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
+        output.line((f"{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}", "bold"),
+                    f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
         lines = res.snippet.splitlines() if snippets else []
-        for line in lines[:8]:
-            output.out.print("      " + line, markup=False)
+        for text in lines[:8]:
+            output.line("      " + text)
         if len(lines) > 8:
-            output.out.print(f"      [dim]… {len(lines) - 8} more lines[/]")
+            output.line("      ", (f"… {len(lines) - 8} more lines", "dim"))
     _print_freshness(r, catching_up)
 
 
@@ -106,24 +132,23 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
-    output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
+    output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 
 def _print_files(r: AskResponse, catching_up: str | None = None, none: str = "no results") -> None:
     """Ranked files, each with its best chunks' lines, symbol and score."""
     if not r.files:
-        output.out.print(none, markup=False)
+        output.line(none)
     for i, hit in enumerate(r.files or [], 1):
-        more = f"  [dim]({hit.matches} matching chunks)[/]" if hit.matches > 1 else ""
-        output.out.print(f"[bold]{i:>2}. {_printable(hit.path)}[/]  [dim]{hit.score:.4f}[/]{more}")
+        more = ("  ", (f"({hit.matches} matching chunks)", "dim")) if hit.matches > 1 else ()
+        output.line((f"{i:>2}. {_printable(hit.path)}", "bold"), "  ", (f"{hit.score:.4f}", "dim"), *more)
         for c in hit.chunks:
-            output.out.print(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  [dim]{c.score:.4f}[/]")
+            output.line(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  ", (f"{c.score:.4f}", "dim"))
     _print_freshness(r, catching_up)
 
 
 def _printable(text: str) -> str:
-    """``text`` on one line, safe inside rich markup: control characters (a newline in a
-    file name) escaped, ``[`` escaped."""
+    """``text`` on one line: control characters (a newline in a file name) escaped."""
     if not text.isprintable():
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return escape(text)
+    return text

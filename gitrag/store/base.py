@@ -192,6 +192,10 @@ class Store(Protocol):
 
     def flush(self, name: str) -> None: ...
 
+    def optimize(self, name: str) -> None:
+        """Vacuum, merge and index the collection's segments where the engine does not in the
+        background (Qdrant Edge); once per sync, not per write batch."""
+
     def size_bytes(self, name: str) -> int:
         """Disk used by the collection (0 for a server)."""
 

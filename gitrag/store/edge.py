@@ -484,16 +484,23 @@ class EdgeStore:
     # -- durability ----------------------------------------------------------------
 
     def flush(self, name: str) -> None:
-        """Write every update to the segments on disk, then let the optimizer run.
-
-        Qdrant Edge has no background optimizer: this is where deleted points are
-        vacuumed and segments above ``INDEXING_THRESHOLD_KB`` get their HNSW index
-        (blocking, seconds for 10^5 points; smaller collections are searched exactly)."""
+        """Write every update to the segments on disk (durable); no optimizer run."""
         with self._lock:
             shard = self._shard(name)
             self._require_space()
             with checked(f"collection {self._dir(name)}"):
                 shard.flush()
+
+    def optimize(self, name: str) -> None:
+        """Let the optimizer run, then flush. Qdrant Edge has no background optimizer: this
+        is where deleted points are vacuumed, small segments merged and segments above
+        ``INDEXING_THRESHOLD_KB`` get their HNSW index (blocking, seconds for 10^5 points;
+        smaller collections are searched exactly). A sync runs it once, after its last
+        batch: run after every batch, it rewrote a 200k-point collection per batch (issue 21)."""
+        with self._lock:
+            shard = self._shard(name)
+            self._require_space()
+            with translate(f"collection {self._dir(name)}"):
                 if shard.optimize():
                     shard.flush()
 

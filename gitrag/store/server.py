@@ -301,6 +301,9 @@ class ServerStore:
     def flush(self, name: str) -> None:
         """Nothing to do: every update already waited for the server (local mode saves on write)."""
 
+    def optimize(self, name: str) -> None:
+        """Nothing to do: the server's optimizer runs in the background."""
+
     def size_bytes(self, name: str) -> int:
         """0: the server's disk is not ours to measure."""
         return 0

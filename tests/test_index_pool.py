@@ -1,0 +1,125 @@
+"""A first index on every core (gitrag.index_pool, issue 21) gives exactly the index of a run
+in one process: the same points (ids, payloads, vectors), manifest, symbol graph, cache and
+summary, with files the policy skips by path, by size and by content among them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag import config, index_pool
+from gitrag.gitrepo import GitRepo
+from gitrag.indexer import Indexer
+from gitrag.workspace import open_workspace
+from tests.gitutil import Repo
+from tests.reliability import points, scratch_home
+
+
+def _project(repo: Repo) -> None:
+    for i in range(40):
+        body = "".join(f"def handler_{i}_{j}(request, n={j}):\n    \"\"\"Handle request {j} of module {i}.\"\"\"\n"
+                       f"    total = sum(range(n))\n    return request.respond(total + {i})\n\n\n" for j in range(6))
+        repo.write(f"pkg/mod{i:02}.py", f"import os\n\n\nclass Service{i}:\n    name = 'svc{i}'\n\n\n" + body)
+        repo.write(f"docs/page{i:02}.md", f"# Page {i}\n\nHow service {i} answers requests.\n\n## Details\n\n"
+                   + "Text of the page. " * 30 + "\n")
+    repo.write("pkg/same_a.py", "def twin():\n    return 2\n")
+    repo.write("pkg/same_b.py", "def twin():\n    return 2\n")  # one blob, two paths
+    repo.write("node_modules/lib/index.js", "module.exports = function f() { return 1; };\n")  # by path
+    repo.write("web/app.min.js", "var a=1;" * 50 + "\n")  # by name
+    repo.write("web/bundle.js", "var x=" + "1+" * 400 + "1;\n")  # by content: minified
+    repo.write("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary")  # by content: binary
+    repo.write("big.txt", "x" * 3000 + "\n")  # by size (GITRAG_MAX_FILE_BYTES below)
+    repo.write("empty.py", "")
+    repo.write(".gitragignore", "ignored/\n")
+    repo.write("ignored/secret.py", "def hidden():\n    return 0\n")
+    repo.commit("a project")
+
+
+def _index(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, workers: int) -> dict[str, Any]:
+    monkeypatch.setenv("GITRAG_INDEX_WORKERS", str(workers))
+    with scratch_home(tmp_path, monkeypatch, name):
+        with open_workspace(repo.path) as ws:
+            summary = Indexer(ws).sync().to_json()
+            cache = ws.state.cache.path
+        stored, manifest = points(repo.path)
+        state = config.repo_data_dir(GitRepo(repo.path).common_dir) / "state.db"
+        with sqlite3.connect(state) as db:
+            graphs = sorted(db.execute("SELECT blob, variant, data FROM symbols"))
+            names = sorted(db.execute("SELECT * FROM symbol_names"))
+        with sqlite3.connect(cache) as db:
+            vectors = sorted(db.execute("SELECT hash, fingerprint, vec FROM vectors"))
+            sparse = sorted(db.execute("SELECT hash, data FROM sparse"))
+    summary.pop("seconds")
+    return {"summary": summary, "stored": stored, "manifest": manifest, "graphs": graphs, "names": names,
+            "vectors": vectors, "sparse": sparse}
+
+
+@pytest.mark.parametrize("embedder", ["hash", "static"])
+def test_the_pool_indexes_exactly_as_one_process(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  embedder: str) -> None:
+    monkeypatch.setenv("GITRAG_EMBEDDER", embedder)
+    monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "2000")
+    monkeypatch.setattr(index_pool, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(index_pool, "AHEAD", 2)
+    monkeypatch.setattr("gitrag.indexer.BATCH_FILES", 16)  # several batches, the pool feeding across them
+    _project(repo)
+    started: list[int] = []
+    real_init = index_pool.Pool.__init__
+
+    def counting(self: index_pool.Pool, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        started.append(self.size)
+
+    monkeypatch.setattr(index_pool.Pool, "__init__", counting)
+    one = _index(repo, tmp_path, monkeypatch, "home-one", 1)
+    assert started == []
+    pooled = _index(repo, tmp_path, monkeypatch, "home-pool", 2)
+    assert started == [2]
+    assert one["summary"]["files_skipped"] == 6 and one["summary"]["chunks_embedded"] > 200
+    for part in one:
+        assert pooled[part] == one[part], part
+
+
+def test_a_broken_pool_falls_back_to_this_process(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_pool, "POOL_MIN_FILES", 1)
+    _project(repo)
+    one = _index(repo, tmp_path, monkeypatch, "home-one", 1)
+
+    monkeypatch.setattr(index_pool.Pool, "results", lambda self, works: (
+        (w, self._pool.submit(_die, w)) for w in works))
+    pooled = _index(repo, tmp_path, monkeypatch, "home-pool", 2)
+    for part in one:
+        assert pooled[part] == one[part], part
+
+
+def _die(work: index_pool.FileWork) -> index_pool.FileResult:
+    """A worker task that kills its worker (BrokenProcessPool in the sync)."""
+    import os
+
+    os._exit(3)
+
+
+def test_a_sync_of_many_batches_optimizes_the_store_once(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch flushes; the optimizer (vacuum, merge, HNSW: a rewrite of the collection's
+    segments) runs once, after the last batch, not once per batch."""
+    from gitrag.store.edge import EdgeStore
+
+    monkeypatch.setattr("gitrag.indexer.BATCH_FILES", 8)
+    _project(repo)
+    calls: list[str] = []
+    for name in ("flush", "optimize"):
+        real = getattr(EdgeStore, name)
+        monkeypatch.setattr(EdgeStore, name, lambda self, coll, _real=real, _name=name: (calls.append(_name),
+                                                                                         _real(self, coll))[1])
+    with open_workspace(repo.path) as ws:
+        Indexer(ws).sync()
+        assert calls.count("optimize") == 1 and calls[-1] == "optimize"
+        assert calls.count("flush") >= 10  # one per batch: durable before each batch's manifest commits
+        calls.clear()
+        repo.write("pkg/mod00.py", "def changed():\n    return 1\n")
+        repo.commit("one file")
+        Indexer(ws).sync()
+        assert calls == ["flush", "optimize"]
