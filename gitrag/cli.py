@@ -125,6 +125,33 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
 
 
+@cli.command("log")
+@click.argument("question")
+@REPO
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of commits.")
+@click.option("--path", "path", default="", help="Only commits that changed a path starting with this prefix.")
+@JSON
+def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
+    """Rank the current branch's commits by how well their message and changed paths match QUESTION.
+
+    Answers with commit, date, author, subject and the files it changed. The commit index is
+    built by `gitrag index` (and the hooks) with the code index; QUESTION "-" reads stdin.
+
+    \b
+    Examples:
+      gitrag log "when was retry on timeout added"
+      gitrag log "fix unicode error on windows" --path src/ -k 3 --json
+    """
+    from gitrag.commands.log import log as run
+
+    if question == "-":
+        question = _stdin_text()
+    question, path = _text(question), _repo_path(path)
+    if not question.strip():
+        raise click.BadParameter("the question is empty", param_hint="QUESTION")
+    _exit(lambda: run(question, repo, k, path, as_json))
+
+
 @cli.command()
 @REPO
 @JSON

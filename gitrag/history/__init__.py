@@ -1,0 +1,57 @@
+"""Git history: the commit index (messages, authors, dates, changed paths), kept current by
+the same sync that indexes a branch, and what is read from it: ``gitrag log``, the
+similar-fix file prior of the ranking, ``ask --blame``.
+
+    sync(branch, HEAD) -> :func:`sync_branch`: walk the commits new since the branch's
+    history head -> first-parent tree diff of each (renames found) -> SQLite + FTS5 terms
+    (gitrag.history.index)
+
+The one call site in the indexer is ``Indexer.sync`` (``_sync_history``); a failure here
+is logged and never stops the code index.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from gitrag.history.index import MAX_COMMITS, Commit, HistoryIndex, UpdateSummary
+
+if TYPE_CHECKING:
+    from gitrag.workspace import Workspace
+
+__all__ = ["BUDGET_SHARE", "MAX_COMMITS", "Commit", "HistoryIndex", "UpdateSummary", "open_index", "sync_branch"]
+
+log = structlog.get_logger("gitrag.history")
+
+#: A sync spends at most this share of its own (code) time reading older history, and at
+#: least MIN_BUDGET_S: history never adds more than a tenth to a first index (the issue's
+#: bound), and the rest of a long history comes with the next syncs (hooks, reconciles).
+BUDGET_SHARE = 0.1
+MIN_BUDGET_S = 0.1
+
+
+def open_index(ws: Workspace) -> HistoryIndex:
+    """The repository's commit index (``<data dir>/history.db``), created when missing."""
+    return HistoryIndex(ws.data_dir)
+
+
+def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | None = None) -> UpdateSummary | None:
+    """Bring ``branch``'s commit history to ``head`` (see HistoryIndex.update), reading
+    older commits for ``BUDGET_SHARE`` x ``code_seconds`` (the sync's code part; None: all
+    of them) but at least MIN_BUDGET_S, and forget
+    the history of branches the state no longer has. None when it failed (logged: the
+    history is a ranking aid and a command of its own, never a reason to fail a sync)."""
+    try:
+        with open_index(ws) as hist:
+            budget = None if code_seconds is None else max(MIN_BUDGET_S, BUDGET_SHARE * code_seconds)
+            summary = hist.update(ws.repo.repo, branch, head, budget_s=budget)
+            hist.prune(b.name for b in ws.state.branches())
+        if summary.commits_read:
+            log.info("history", branch=branch, read=summary.commits_read, reachable=summary.commits_reachable,
+                     seconds=summary.seconds)
+        return summary
+    except Exception as exc:  # noqa: BLE001 - a full disk, a corrupt history.db: the code index goes on
+        log.warning("history update failed", branch=branch, error=repr(exc))
+        return None
