@@ -50,6 +50,7 @@ class CommitInfo:
     parents: tuple[str, ...]
     files: tuple[FileChange, ...]
     n_files: int
+    commit_time: int = 0  # committer time, seconds since the epoch: the order the history was made in
 
     @property
     def subject(self) -> str:
@@ -104,7 +105,8 @@ def read_commit(repo: pygit2.Repository, oid: str) -> CommitInfo:
             files.append(FileChange(status, decode_path(d.new_file.raw_path)))
     a = c.author
     message = c.message if isinstance(c.message, str) else c.raw_message.decode("utf-8", "replace")
-    return CommitInfo(oid, a.name, a.email, int(a.time), int(a.offset), message, parents, tuple(files), n)
+    return CommitInfo(oid, a.name, a.email, int(a.time), int(a.offset), message, parents, tuple(files), n,
+                      int(c.commit_time))
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,13 @@ class BlameLine:
 
 def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end: int) -> BlameLine | None:
     """Of the commits that last changed lines ``start``-``end`` (1-based, inclusive) of
-    ``path`` as of ``commit``, the newest (by author time); None when git cannot blame the
+    ``path`` as of ``commit``, the newest (by commit time); None when git cannot blame the
     path there (not in that tree, a bad range)."""
     try:
         blame = repo.blame(path, newest_commit=commit, min_line=start, max_line=end)
     except (KeyError, ValueError, pygit2.GitError):
         return None
-    best = None
+    best, best_time = None, 0
     for hunk in blame:
         cid = str(hunk.final_commit_id)
         try:
@@ -134,6 +136,6 @@ def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end
         except (KeyError, ValueError):
             continue
         a = c.author
-        if best is None or a.time > best.time:
-            best = BlameLine(cid, int(a.time), int(a.offset), a.name, a.email)
+        if best is None or c.commit_time > best_time:
+            best, best_time = BlameLine(cid, int(a.time), int(a.offset), a.name, a.email), c.commit_time
     return best

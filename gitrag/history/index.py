@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS commits(
     id INTEGER PRIMARY KEY, oid TEXT NOT NULL UNIQUE, author TEXT NOT NULL, email TEXT NOT NULL,
     time INTEGER NOT NULL, tz INTEGER NOT NULL, message TEXT NOT NULL, parents TEXT NOT NULL,
-    files TEXT NOT NULL, n_files INTEGER NOT NULL);
+    files TEXT NOT NULL, n_files INTEGER NOT NULL, ctime INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS commit_paths(path TEXT NOT NULL, commit_id INTEGER NOT NULL,
     PRIMARY KEY(path, commit_id)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS commit_text USING fts5(message, paths, tokenize="unicode61 tokenchars '_.$'");
@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS reach(branch TEXT NOT NULL, commit_id INTEGER NOT NUL
 class Commit:
     """A commit as stored; ``time`` in seconds since the epoch (UTC), ``tz`` the author's
     UTC offset in minutes, ``files`` the paths changed against the first parent (at most
-    gitlog.MAX_FILES; ``n_files`` counts all)."""
+    gitlog.MAX_FILES; ``n_files`` counts all), ``commit_time`` the committer time."""
 
     id: int
     oid: str
@@ -80,6 +80,7 @@ class Commit:
     parents: tuple[str, ...]
     files: tuple[FileChange, ...]
     n_files: int
+    commit_time: int = 0
     score: float = 0.0
 
     @property
@@ -274,9 +275,10 @@ class HistoryIndex:
             for c in infos:
                 files = json.dumps([[f.status, f.path, f.old_path] for f in c.files])
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO commits(oid, author, email, time, tz, message, parents, files, n_files) "
-                    "VALUES(?,?,?,?,?,?,?,?,?)",
-                    (c.oid, c.author, c.email, c.time, c.offset, c.message, " ".join(c.parents), files, c.n_files))
+                    "INSERT OR IGNORE INTO commits(oid, author, email, time, tz, message, parents, files, n_files, ctime) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (c.oid, c.author, c.email, c.time, c.offset, c.message, " ".join(c.parents), files, c.n_files,
+                     c.commit_time))
                 if cur.rowcount != 1:  # another process read it first
                     continue
                 cid = cur.lastrowid
@@ -313,13 +315,26 @@ class HistoryIndex:
         if path:
             sql += " AND EXISTS (SELECT 1 FROM commit_paths p WHERE p.commit_id = c.id AND p.path >= ? AND p.path < ?)"
             args += [path, path + "\U0010ffff"]
-        sql += " ORDER BY s DESC, c.time DESC, c.oid LIMIT ?"
+        sql += " ORDER BY s DESC, c.ctime DESC, c.oid LIMIT ?"
         args.append(k)
         try:
             rows = self.db.execute(sql, args).fetchall()
         except sqlite3.OperationalError:  # a term FTS5 cannot parse: nothing rather than an error
             return []
         return [_commit(r) for r in rows]
+
+    def touching(self, branch: str, path: str, before: int | None = None) -> list[Commit]:
+        """The non-merge commits reachable from ``branch``'s head that changed ``path``
+        (added, modified, deleted or renamed to or from it), newest first; ``before``: only
+        those committed earlier (commit time, seconds since the epoch)."""
+        sql = ("SELECT c.*, 0.0 FROM commit_paths p JOIN reach r ON r.branch = ? AND r.commit_id = p.commit_id "
+               "JOIN commits c ON c.id = p.commit_id WHERE p.path = ? AND instr(c.parents, ' ') = 0")
+        args: list[object] = [branch, path]
+        if before is not None:
+            sql += " AND c.ctime < ?"
+            args.append(before)
+        sql += " ORDER BY c.ctime DESC, c.id DESC"
+        return [_commit(r) for r in self.db.execute(sql, args)]
 
     def recent(self, branch: str, k: int = 10, path: str = "") -> list[Commit]:
         """The newest ``k`` commits reachable from ``branch``'s head (under ``path``)."""
@@ -328,7 +343,7 @@ class HistoryIndex:
         if path:
             sql += " AND EXISTS (SELECT 1 FROM commit_paths p WHERE p.commit_id = c.id AND p.path >= ? AND p.path < ?)"
             args += [path, path + "\U0010ffff"]
-        sql += " ORDER BY c.time DESC, c.oid LIMIT ?"
+        sql += " ORDER BY c.ctime DESC, c.oid LIMIT ?"
         args.append(k)
         return [_commit(r) for r in self.db.execute(sql, args)]
 
@@ -342,4 +357,4 @@ def _descends(repo: pygit2.Repository, head: str, old: str) -> bool:
 
 def _commit(r: tuple) -> Commit:
     files = tuple(FileChange(s, p, o) for s, p, o in json.loads(r[8]))
-    return Commit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7].split()), files, r[9], float(r[10]))
+    return Commit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7].split()), files, r[9], r[10], float(r[11]))
