@@ -93,9 +93,11 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
+@click.option("--blame", is_flag=True, help="Give each result the last commit that changed its lines (git blame of "
+              "the range: commit, date, author, subject).")
 @JSON
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
-        no_answer: bool, expand: int, as_json: bool) -> None:
+        no_answer: bool, expand: int, blame: bool, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
@@ -122,7 +124,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
                                  param_hint="QUESTION")
     lang = _language(lang)
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files, blame))
 
 
 @cli.command("log")

@@ -15,7 +15,7 @@ from gitrag.workspace import open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False) -> int:
     from gitrag.daemon import routing
 
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
@@ -37,15 +37,34 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         finally:
             ws.close()
         settings = ws.settings
+    blames = _blames(repo, response) if blame else None
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
         extra = {"catching_up": catching_up}
-        output.emit_json(response.to_json() | written.to_json() | extra)
+        data = response.to_json() | written.to_json() | extra
+        for res, b in zip(data["results"], blames or ()):
+            res["blame"] = b
+        output.emit_json(data)
     elif response.files is not None:
         _print_files(response, catching_up, _none_found(path, lang, exclude))
     else:
-        _print(response, snippets=not written.text, catching_up=catching_up, none=_none_found(path, lang, exclude))
+        _print(response, snippets=not written.text, catching_up=catching_up, none=_none_found(path, lang, exclude),
+               blames=blames)
     return EXIT_OK
+
+
+def _blames(repo: str, r: AskResponse) -> list[dict | None]:
+    """``ask --blame``: per result, the last commit that changed its lines (gitrag.history.blame)."""
+    from gitrag.gitrepo import GitRepo
+    from gitrag.history.blame import blame_result
+
+    git = GitRepo(repo).repo
+    seen: dict[tuple[str, int, int], dict | None] = {}
+    for res in r.results:
+        key = (res.path, res.start_line, res.end_line)
+        if key not in seen:
+            seen[key] = blame_result(git, r.freshness.commit, *key)
+    return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]
 
 
 def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer:
@@ -82,7 +101,8 @@ def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:
             f"language name as in the results (python, javascript, markdown, text, ...)")
 
 
-def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results") -> None:
+def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results",
+           blames: list[dict | None] | None = None) -> None:
     f = r.freshness
     if not r.results:
         output.out.print(none, markup=False)
@@ -92,6 +112,10 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
             f"[bold]{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}[/]  {_printable(res.symbol)}"
             f"  [dim]{res.score:.4f}[/]{via}"
         )
+        if blames is not None and blames[i - 1] is not None:
+            b = blames[i - 1]
+            output.out.print(f"      [dim]last changed {b['date'][:10]} {b['commit'][:12]} {_printable(b['author'])}: "
+                             f"{_printable(b['subject'])}[/]")
         lines = res.snippet.splitlines() if snippets else []
         for line in lines[:8]:
             output.out.print("      " + line, markup=False)

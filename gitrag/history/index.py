@@ -39,7 +39,7 @@ from gitrag import sparse
 from gitrag.history import gitlog
 from gitrag.history.gitlog import CommitInfo, FileChange
 
-FORMAT = "1"
+FORMAT = "2"  # another format is dropped and read again (derived data)
 #: At most this many commits per branch are indexed (newest first); older ones never are.
 MAX_COMMITS = 100_000
 BATCH = 500  # commits per transaction
@@ -120,14 +120,26 @@ class HistoryIndex:
     """The commit index of one repository (``<data dir>/history.db``)."""
 
     def __init__(self, data_dir: Path) -> None:
+        """Open (or create) ``<data_dir>/history.db``. One of another format is derived data:
+        it is deleted and rebuilt by the next syncs."""
         self.path = Path(data_dir) / "history.db"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        if self.db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0] == 0:
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (FORMAT,))
+        self.db = self._open()
+        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        if row is None or row[0] != FORMAT:
+            self.db.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0] == 0:
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (FORMAT,))
+        return db
 
     def close(self) -> None:
         self.db.close()
@@ -150,6 +162,9 @@ class HistoryIndex:
             raise
 
     # -- update -------------------------------------------------------------------------
+    def has_commits(self) -> bool:
+        return self.db.execute("SELECT 1 FROM commits LIMIT 1").fetchone() is not None
+
     def head(self, branch: str) -> str | None:
         row = self.db.execute("SELECT head FROM heads WHERE branch=?", (branch,)).fetchone()
         return row[0] if row else None
@@ -319,7 +334,9 @@ class HistoryIndex:
         args.append(k)
         try:
             rows = self.db.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:  # a term FTS5 cannot parse: nothing rather than an error
+        except sqlite3.OperationalError as exc:  # a term FTS5 cannot parse: nothing rather than an error
+            if "fts5" not in str(exc):
+                raise
             return []
         return [_commit(r) for r in rows]
 
