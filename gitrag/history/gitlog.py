@@ -122,7 +122,7 @@ class BlameLine:
 
 def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end: int) -> BlameLine | None:
     """Of the commits that last changed lines ``start``-``end`` (1-based, inclusive) of
-    ``path`` as of ``commit``, the newest (by commit time); None when git cannot blame the
+    ``path`` as of ``commit``, the newest (by commit time; a descendant on a tie); None when git cannot blame the
     path there (not in that tree, a bad range)."""
     try:
         blame = repo.blame(path, newest_commit=commit, min_line=start, max_line=end)
@@ -136,6 +136,8 @@ def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end
         except (KeyError, ValueError):
             continue
         a = c.author
-        if best is None or c.commit_time > best_time:
+        newer = best is None or c.commit_time > best_time or (
+            c.commit_time == best_time and cid != best.commit and repo.descendant_of(cid, best.commit))
+        if newer:
             best, best_time = BlameLine(cid, int(a.time), int(a.offset), a.name, a.email), c.commit_time
     return best

@@ -228,7 +228,7 @@ class HistoryIndex:
             oid = str(c.id)
             if oid in done:
                 continue
-            if len(walked) >= room or (deadline is not None and not chunk and time.perf_counter() > deadline):
+            if len(walked) >= room or (deadline is not None and walked and not chunk and time.perf_counter() > deadline):
                 stopped = True
                 break
             walked.append(oid)
