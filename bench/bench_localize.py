@@ -1,0 +1,367 @@
+"""Localization on real issues: issue text -> the files and functions its fix changes, gitrag against BM25.
+
+    python bench/bench_localize.py --mirrors DIR [--embedder static|local] [--lang L] [--repo R]
+        [--limit N] [--per-repo N] [--results FILE] [--json]
+
+The question sets are bench/eval/localize/*.jsonl (one per language; README.md there says
+where they come from). For each repository the script makes a work clone that shares the
+objects of its git dir under ``--mirrors`` (``DIR/owner+name/repo``, ``DIR/owner+name``,
+``DIR/owner__name`` or ``DIR/name``; or ``--repo-path owner/name=PATH``) and downloads
+nothing. It checks out the issues' base commits oldest first, so each index after the
+first is gitrag's own incremental sync of what changed between two base commits, and
+asks each issue text at its base commit:
+
+- **gitrag**: ``ask --files`` in-process (gitrag.retrieval.ask, files=True): the ranked
+  files give file Acc@k, the top 5 chunks give function recall@5;
+- **BM25 over functions**: Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf; a small
+  implementation here) over the code chunks of the same index (the branch's points in a
+  programming language, their text read from the git blobs; prose, config and text
+  chunks left out), identifiers split
+  at case changes, digits and underscores and lowercased; files rank by their best chunk,
+  as ``ask --files`` ranks them.
+
+File Acc@k (k = 1, 3, 5, 10): the share of issues with at least one gold file among the
+top k files. Function recall@5: the share of an issue's gold definitions (bench set
+``functions``) that one of the top 5 chunks overlaps (same path, line spans overlap),
+averaged over issues. Figures per language and overall (every issue counts once).
+
+A private GITRAG_HOME is made for the run unless ``--home`` names one (a warm home
+reuses the vector cache between runs). ``--results FILE`` writes one JSON line per
+issue (both methods' top 10 files, top 5 chunks, the gold) for diagnosis. Progress goes
+to stderr; the table (or ``--json``) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SETS = ROOT / "bench" / "eval" / "localize"
+KS = (1, 3, 5, 10)
+# the chunker's programming languages (gitrag.chunking.languages); BM25 ranks only their chunks
+CODE_LANGS = {"python", "javascript", "typescript", "tsx", "go", "rust", "java", "kotlin", "c", "cpp", "csharp",
+              "php", "ruby"}
+FUNC_K = 5
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- the question sets -------------------------------------------------------------------
+
+def load_sets(folder: Path, langs: list[str], repos: list[str]) -> list[dict]:
+    rows = []
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rows.append(json.loads(line))
+    if langs:
+        rows = [r for r in rows if r["language"] in langs]
+    if repos:
+        want = {x.lower() for x in repos}
+        rows = [r for r in rows if r["repo"].lower() in want]
+    return sorted(rows, key=lambda r: (r["repo"].lower(), r["base_time"], r["id"]))
+
+
+def find_gitdir(mirrors: Path | None, repo: str, paths: dict[str, Path]) -> Path | None:
+    if repo.lower() in paths:
+        return paths[repo.lower()]
+    if mirrors is None or not mirrors.is_dir():
+        return None
+    owner, name = repo.lower().split("/", 1)
+    entries = {p.name.lower(): p for p in mirrors.iterdir()}
+    for key in (f"{owner}+{name}", f"{owner}__{name}", name):
+        base = entries.get(key)
+        if base is not None:
+            for cand in (base / "repo", base, base / ".git"):
+                if (cand / "objects").is_dir():
+                    return cand
+    return None
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def work_clone(gitdir: Path, dest: Path) -> None:
+    """A clone of ``gitdir`` at ``dest`` that borrows its objects (git clone --shared):
+    local, nothing is copied or downloaded."""
+    if (dest / ".git").exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(gitdir), str(dest)], check=True,
+                   capture_output=True)
+    git(dest, "config", "user.email", "bench@localhost")
+    git(dest, "config", "user.name", "bench")
+
+
+# -- BM25 over the index's chunks ----------------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Words of ``text`` lowercased; identifiers also split at case changes and digits
+    (``parseRange_v2`` -> parserange, parse, range, v, 2)."""
+    out = []
+    for w in _WORD.findall(text):
+        low = w.lower()
+        out.append(low)
+        parts = _CAMEL.findall(w)
+        if len(parts) > 1:
+            out.extend(p.lower() for p in parts)
+    return out
+
+
+class BM25:
+    """Okapi BM25 over one snapshot's chunks (k1 = 1.2, b = 0.75; idf = ln(1 + (N - df +
+    0.5) / (df + 0.5)), as Lucene). Token lists are cached by chunk across snapshots."""
+
+    K1, B = 1.2, 0.75
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[str, int, int], Counter] = {}
+
+    def index(self, ws) -> None:  # noqa: ANN001
+        branch = ws.repo.branch()
+        rows = ws.state.points(branch)
+        self.docs: list[dict] = []
+        self.tfs: list[Counter] = []
+        blobs: dict[str, bytes] = {}
+        for row in rows:
+            p = row.payload
+            if p.get("language") not in CODE_LANGS:  # over functions: docs, config and text are left out
+                continue
+            key = (p["blob"], p["start_byte"], p["end_byte"])
+            tf = self.cache.get(key)
+            if tf is None:
+                data = blobs.get(p["blob"])
+                if data is None:
+                    try:
+                        data = ws.repo.read_blob(p["blob"])
+                    except (KeyError, ValueError):
+                        data = b""
+                    blobs = {p["blob"]: data}  # points come grouped by path: keep one blob
+                text = data[p["start_byte"]:p["end_byte"]].decode("utf-8", "replace")
+                tf = Counter(tokens(p["path"] + " " + (p.get("symbol") or "") + " " + text))
+                self.cache[key] = tf
+            self.docs.append(p)
+            self.tfs.append(tf)
+        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.lengths = [sum(tf.values()) for tf in self.tfs]
+        for i, tf in enumerate(self.tfs):
+            for term, n in tf.items():
+                self.postings[term].append((i, n))
+        self.avg = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+
+    def search(self, query: str, k: int) -> list[tuple[float, dict]]:
+        n_docs = len(self.docs)
+        scores: dict[int, float] = defaultdict(float)
+        for term, qn in Counter(tokens(query)).items():
+            post = self.postings.get(term)
+            if not post:
+                continue
+            idf = math.log(1 + (n_docs - len(post) + 0.5) / (len(post) + 0.5))
+            for i, n in post:
+                norm = n * (self.K1 + 1) / (n + self.K1 * (1 - self.B + self.B * self.lengths[i] / self.avg))
+                scores[i] += idf * norm
+        best = sorted(scores.items(), key=lambda kv: (-kv[1], self.docs[kv[0]]["path"], self.docs[kv[0]]["start_line"]))
+        return [(s, self.docs[i]) for i, s in best[:k]]
+
+
+def files_of(chunks: list[tuple[float, str]], k: int) -> list[str]:
+    """Files ranked by their best chunk (chunks best first)."""
+    out: list[str] = []
+    for _, path in chunks:
+        if path not in out:
+            out.append(path)
+            if len(out) == k:
+                break
+    return out
+
+
+# -- scoring ------------------------------------------------------------------------------
+
+def score(gold_files: list[str], gold_funcs: list[dict], files: list[str], chunks: list[tuple[str, int, int]]) -> dict:
+    gold = set(gold_files)
+    first = next((i + 1 for i, f in enumerate(files) if f in gold), None)
+    out = {f"acc@{k}": float(first is not None and first <= k) for k in KS}
+    out["first_rank"] = first
+    if gold_funcs:
+        top = chunks[:FUNC_K]
+        hit = [any(p == g["path"] and s <= g["end_line"] and g["start_line"] <= e for p, s, e in top)
+               for g in gold_funcs]
+        out[f"func_recall@{FUNC_K}"] = sum(hit) / len(hit)
+        out["funcs_hit"] = [g["symbol"] for g, h in zip(gold_funcs, hit) if h]
+    return out
+
+
+def summarize(rows: list[dict], method: str) -> dict:
+    keys = [f"acc@{k}" for k in KS] + [f"func_recall@{FUNC_K}"]
+    out: dict = {"n": len(rows)}
+    for key in keys:
+        vals = [r[method][key] for r in rows if key in r[method]]
+        out[key] = 100.0 * sum(vals) / len(vals) if vals else float("nan")
+    return out
+
+
+# -- main ------------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirrors", type=Path, help="folder of the repositories' git dirs (see --help text above)")
+    ap.add_argument("--repo-path", action="append", default=[], metavar="OWNER/NAME=PATH",
+                    help="the git dir (or clone) of one repository (repeatable; wins over --mirrors)")
+    ap.add_argument("--sets", type=Path, default=SETS, help="folder of the question sets (default: %(default)s)")
+    ap.add_argument("--work", type=Path, help="folder for the work clones (default: a temporary one)")
+    ap.add_argument("--home", type=Path, help="GITRAG_HOME for the run (default: a private temporary one)")
+    ap.add_argument("--embedder", help="GITRAG_EMBEDDER for the run: static (default) or local (MiniLM)")
+    ap.add_argument("--lang", action="append", default=[], help="only issues of this language (repeatable)")
+    ap.add_argument("--repo", action="append", default=[], help="only issues of this owner/name (repeatable)")
+    ap.add_argument("--limit", type=int, default=0, help="at most N issues in all")
+    ap.add_argument("--per-repo", type=int, default=0, help="at most N issues per repository (the oldest)")
+    ap.add_argument("--results", type=Path, help="write one JSON line per issue here")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
+    home = args.home or tmp / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["GITRAG_HOME"] = str(home)
+    os.environ["XDG_CONFIG_HOME"] = str(home / "config")  # no user config file changes the run
+    if args.embedder:
+        os.environ["GITRAG_EMBEDDER"] = args.embedder
+    work = args.work or tmp / "work"
+
+    from gitrag import logs, output
+    from gitrag.indexer import Indexer
+    from gitrag.retrieval import ask
+    from gitrag.workspace import open_workspace
+
+    logs.configure("warning")  # the script's own progress lines, not one per sync
+    paths = {}
+    for spec in args.repo_path:
+        name, _, p = spec.partition("=")
+        paths[name.lower()] = Path(p)
+    rows = load_sets(args.sets, args.lang, args.repo)
+    if args.per_repo:
+        seen: Counter = Counter()
+        kept = []
+        for r in rows:
+            if seen[r["repo"].lower()] < args.per_repo:
+                kept.append(r)
+                seen[r["repo"].lower()] += 1
+        rows = kept
+    if args.limit:
+        rows = rows[: args.limit]
+    by_repo: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_repo[r["repo"]].append(r)
+    results: list[dict] = []
+    skipped: dict[str, str] = {}
+    out_fh = open(args.results, "w", encoding="utf-8") if args.results else None
+    embedder = ""
+    started = time.perf_counter()
+    index_s = 0.0
+    for repo, issues in by_repo.items():
+        gitdir = find_gitdir(args.mirrors, repo, paths)
+        if gitdir is None:
+            skipped[repo] = "no git dir under --mirrors"
+            log(f"{repo}: skipped (no git dir under --mirrors; clone it there, see the README)")
+            continue
+        dest = work / repo.replace("/", "+")
+        work_clone(gitdir, dest)
+        ws = None
+        bm25 = BM25()
+        try:
+            for n, issue in enumerate(issues, 1):
+                try:
+                    git(dest, "checkout", "-q", "-f", "--detach", issue["base_commit"])
+                except RuntimeError as exc:
+                    log(f"{issue['id']}: skipped ({exc})")
+                    continue
+                if ws is None:
+                    ws = open_workspace(str(dest))
+                    embedder = ws.embedder.fingerprint
+                t0 = time.perf_counter()
+                with output.progress_bar(False) as progress:
+                    Indexer(ws, progress).sync()
+                bm25.index(ws)
+                took = time.perf_counter() - t0
+                index_s += took
+                q = issue["question"]
+                resp = ask(ws, q, k=10, files=True)
+                g_files = [f.path for f in (resp.files or [])][:10]
+                g_chunks = [(r.path, r.start_line, r.end_line) for r in resp.results]
+                b_hits = bm25.search(q, 200)
+                b_files = files_of([(s, d["path"]) for s, d in b_hits], 10)
+                b_chunks = [(d["path"], d["start_line"], d["end_line"]) for _, d in b_hits]
+                row = {
+                    "id": issue["id"], "repo": repo, "language": issue["language"],
+                    "gold_files": issue["files"], "gold_functions": len(issue["functions"]),
+                    "gitrag": score(issue["files"], issue["functions"], g_files, g_chunks),
+                    "bm25": score(issue["files"], issue["functions"], b_files, b_chunks),
+                    "gitrag_files": g_files, "bm25_files": b_files,
+                    "gitrag_chunks": [f"{r.path}:{r.start_line}-{r.end_line} {r.symbol} ({r.kind})"
+                                      for r in resp.results[:FUNC_K]],
+                    "bm25_chunks": [f"{d['path']}:{d['start_line']}-{d['end_line']} {d.get('symbol', '')} "
+                                    f"({d.get('kind', '')})" for _, d in b_hits[:FUNC_K]],
+                    "index_s": round(took, 2),
+                }
+                results.append(row)
+                if out_fh:
+                    out_fh.write(json.dumps(row) + "\n")
+                    out_fh.flush()
+                log(f"{repo} {n}/{len(issues)} {issue['id']}: gitrag first gold at "
+                    f"{row['gitrag']['first_rank']}, bm25 at {row['bm25']['first_rank']} (sync+bm25 {took:.1f} s)")
+        finally:
+            if ws is not None:
+                ws.close()
+    if out_fh:
+        out_fh.close()
+    by_lang: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        by_lang[r["language"]].append(r)
+    summary = {
+        "embedder": embedder, "issues": len(results), "repositories": len({r["repo"] for r in results}),
+        "skipped": skipped, "seconds": round(time.perf_counter() - started, 1), "index_seconds": round(index_s, 1),
+        "by_language": {lang: {"gitrag": summarize(rs, "gitrag"), "bm25": summarize(rs, "bm25")}
+                        for lang, rs in sorted(by_lang.items())},
+        "overall": {"gitrag": summarize(results, "gitrag"), "bm25": summarize(results, "bm25")},
+    }
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    print(f"embedder {embedder}; {len(results)} issues in {summary['repositories']} repositories; "
+          f"file Acc@k and function recall@{FUNC_K} in %")
+    print("| language | n | method | Acc@1 | Acc@3 | Acc@5 | Acc@10 | func R@5 |")
+    print("|---|---|---|---|---|---|---|---|")
+    items = list(summary["by_language"].items()) + [("overall", summary["overall"])]
+    for lang, methods in items:
+        for method in ("gitrag", "bm25"):
+            m = methods[method]
+            cells = " | ".join(f"{m[k]:.1f}" for k in [f"acc@{k}" for k in KS] + [f"func_recall@{FUNC_K}"])
+            print(f"| {lang} | {m['n']} | {method} | {cells} |")
+    for repo, why in skipped.items():
+        print(f"skipped {repo}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
