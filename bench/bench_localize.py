@@ -238,6 +238,11 @@ def main() -> int:
     ap.add_argument("--per-repo", type=int, default=0, help="at most N issues per repository (the oldest)")
     ap.add_argument("--results", type=Path, help="write one JSON line per issue here")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    ap.add_argument("--ablate", action="append", default=[], metavar="STAGE",
+                    help="also run gitrag with this ranking stage switched off, as method gitrag-STAGE (repeatable)")
+    ap.add_argument("--full-history", action="store_true",
+                    help="read each base commit's whole commit history after its sync (a sync alone reads what its "
+                         "time budget allows; later syncs read the rest)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
@@ -302,6 +307,10 @@ def main() -> int:
                 t0 = time.perf_counter()
                 with output.progress_bar(False) as progress:
                     Indexer(ws, progress).sync()
+                if args.full_history:
+                    from gitrag import history
+
+                    history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 bm25.index(ws)
                 took = time.perf_counter() - t0
                 index_s += took
@@ -312,7 +321,14 @@ def main() -> int:
                 b_hits = bm25.search(q, 200)
                 b_files = files_of([(s, d["path"]) for s, d in b_hits], 10)
                 b_chunks = [(d["path"], d["start_line"], d["end_line"]) for _, d in b_hits]
+                ablated = {}
+                for stage in args.ablate:
+                    r2 = ask(ws, q, k=10, files=True, disable=(stage,))
+                    ablated[f"gitrag-{stage}"] = score(issue["files"], issue["functions"],
+                                                       [f.path for f in (r2.files or [])][:10],
+                                                       [(r.path, r.start_line, r.end_line) for r in r2.results])
                 row = {
+                    **ablated,
                     "id": issue["id"], "repo": repo, "language": issue["language"],
                     "gold_files": issue["files"], "gold_functions": len(issue["functions"]),
                     "gitrag": score(issue["files"], issue["functions"], g_files, g_chunks),
@@ -335,15 +351,15 @@ def main() -> int:
                 ws.close()
     if out_fh:
         out_fh.close()
+    methods = ["gitrag", *(f"gitrag-{s}" for s in args.ablate), "bm25"]
     by_lang: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_lang[r["language"]].append(r)
     summary = {
         "embedder": embedder, "issues": len(results), "repositories": len({r["repo"] for r in results}),
         "skipped": skipped, "seconds": round(time.perf_counter() - started, 1), "index_seconds": round(index_s, 1),
-        "by_language": {lang: {"gitrag": summarize(rs, "gitrag"), "bm25": summarize(rs, "bm25")}
-                        for lang, rs in sorted(by_lang.items())},
-        "overall": {"gitrag": summarize(results, "gitrag"), "bm25": summarize(results, "bm25")},
+        "by_language": {lang: {m: summarize(rs, m) for m in methods} for lang, rs in sorted(by_lang.items())},
+        "overall": {m: summarize(results, m) for m in methods},
     }
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -354,8 +370,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     items = list(summary["by_language"].items()) + [("overall", summary["overall"])]
     for lang, methods in items:
-        for method in ("gitrag", "bm25"):
-            m = methods[method]
+        for method, m in methods.items():
             cells = " | ".join(f"{m[k]:.1f}" for k in [f"acc@{k}" for k in KS] + [f"func_recall@{FUNC_K}"])
             print(f"| {lang} | {m['n']} | {method} | {cells} |")
     for repo, why in skipped.items():

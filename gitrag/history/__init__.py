@@ -21,7 +21,8 @@ from gitrag.history.index import MAX_COMMITS, Commit, HistoryIndex, UpdateSummar
 if TYPE_CHECKING:
     from gitrag.workspace import Workspace
 
-__all__ = ["BUDGET_SHARE", "MAX_COMMITS", "Commit", "HistoryIndex", "UpdateSummary", "open_index", "sync_branch"]
+__all__ = ["BUDGET_SHARE", "MAX_COMMITS", "Commit", "HistoryIndex", "UpdateSummary", "open_index", "similar_files",
+           "sync_branch"]
 
 log = structlog.get_logger("gitrag.history")
 
@@ -32,6 +33,23 @@ log = structlog.get_logger("gitrag.history")
 #: each reading ~1,500 more commits (click's 3,329 are all read by the third sync).
 BUDGET_SHARE = 0.1
 MIN_BUDGET_S = 0.5
+
+
+def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str, float] | None = None) -> dict[str, float]:
+    """The similar-fix prior of a question (gitrag.ranking.history_prior.file_prior over the
+    commits of ``branch`` whose message and paths best match ``text``, or the heaviest
+    ``term_weights`` of a long question); {} when the repository has no history index."""
+    from gitrag.history.index import MAX_QUERY_TERMS
+    from gitrag.ranking import history_prior as hp
+
+    if not (ws.data_dir / "history.db").exists():
+        return {}
+    terms = None
+    if term_weights:
+        terms = [t for t, _ in sorted(term_weights.items(), key=lambda kv: -kv[1])[:MAX_QUERY_TERMS]]
+    with open_index(ws) as hist:
+        commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms)
+    return hp.file_prior((c.score, [f.path for f in c.files], c.n_files) for c in commits)
 
 
 def open_index(ws: Workspace) -> HistoryIndex:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.ranking import stages
+from gitrag.ranking import history_prior, stages
 from gitrag.ranking.query import Query
 from gitrag.ranking.stages import Candidate, DefinitionSite
 
@@ -28,6 +28,7 @@ STAGES: dict[str, str] = {
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
+    "history": "files changed by past commits whose messages resemble the question x(1 + 0.25 x share) (similar fixes)",
 }
 
 
@@ -160,4 +161,6 @@ def rank(
         stages.apply_path_priors(cands, query)
     if "prose" not in off:
         stages.apply_prose_prior(cands, query)
+    if "history" not in off and hasattr(lookup, "history_prior"):
+        history_prior.apply_history_prior(cands, lookup.history_prior(query))
     return stages.select(cands, k, saturation="saturation" not in off)

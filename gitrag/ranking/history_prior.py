@@ -1,0 +1,58 @@
+"""The similar-fix prior: past commits whose messages resemble the question point at the
+files they changed (issue 20's "git history" lever).
+
+    question terms -> the commit index's FTS5 BM25 (gitrag.history) -> the top
+    SIMILAR_COMMITS commits reachable from the indexed head that changed at most
+    MAX_FIX_FILES paths -> file score = sum over those commits of
+    similarity / sqrt(paths the commit changed) -> normalised by the best file
+    -> each candidate chunk of a file scaled by 1 + STRENGTH x its file's share
+
+Why these rules: a fix is usually small, so a commit that changed one file says more about
+that file than one that changed twenty (the square root damps, as in tf-idf's sublinear
+weights, without letting a one-file typo fix dominate); a commit changing more than
+MAX_FIX_FILES paths (an import, a reformat, a release) says nothing about where a change
+lives, and it also keeps the prior off single-commit corpora (an sdist imported in one
+commit), where there is no history to learn from. The prior only reorders candidates the
+code lists found (it adds none) and is bounded (x1 to x1 + STRENGTH), so it can tip close
+calls but never bury a definition the question names (``definitions`` gains 3x the top).
+
+Honesty: at an issue's base commit only earlier commits exist, so nothing leaks from the
+future; but the fix itself and any commit that cites the issue number cannot be there,
+which is what the prior is measured against (bench/bench_localize.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from gitrag.ranking.stages import Candidate
+
+SIMILAR_COMMITS = 10  # commits whose files get a share
+MAX_FIX_FILES = 20  # a commit changing more paths is not a fix to learn from
+STRENGTH = 0.25  # the best file's chunks are scaled by 1 + STRENGTH; others by less
+
+
+def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str, float]:
+    """{path: share in (0, 1]} from ``(similarity, changed paths, number of paths changed)``
+    of the similar commits (similarity > 0, best first); the best file gets 1.0."""
+    scores: dict[str, float] = {}
+    for sim, paths, n_files in commits:
+        if sim <= 0 or not paths or n_files > MAX_FIX_FILES:
+            continue
+        w = sim / math.sqrt(max(n_files, 1))
+        for p in paths:
+            scores[p] = scores.get(p, 0.0) + w
+    top = max(scores.values(), default=0.0)
+    return {p: s / top for p, s in scores.items()} if top > 0 else {}
+
+
+def apply_history_prior(cands: dict[str, Candidate], prior: dict[str, float], strength: float = STRENGTH) -> None:
+    """Scale each candidate by ``1 + strength * prior[its path]`` (1 for a file no similar
+    commit changed)."""
+    if not prior:
+        return
+    for c in cands.values():
+        share = prior.get(c.path)
+        if share:
+            c.score *= 1.0 + strength * share
