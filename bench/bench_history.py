@@ -12,7 +12,8 @@ used). Three parts, each in one run on this machine (shared: read the ratios):
 2. **log**: a synthetic repository of ``--commits`` commits (messages from click's real
    history, 1-4 of 300 files changed each, built with pygit2), its whole history read,
    then 100 questions: p50/p95 of the ranking (HistoryIndex.search, k = 10), and of the
-   whole ``gitrag log --json`` command (a process each: interpreter start-up included).
+   whole ``gitrag log --json`` command (a process each: interpreter start-up included;
+   ``gitrag --version`` in the same run is that floor).
 3. **blame**: libgit2's blame over 30 chunk-sized line ranges of click's source at HEAD.
 """
 
@@ -86,6 +87,8 @@ def first_index(click: Path, reps: int, tmp: Path) -> dict:
         "ratio_on_off": round(on / off, 3),
         "history_step_s": round(statistics.median(r["history"] for r in runs["on"]), 3),
         "history_share_of_on": round(statistics.median(r["history"] / r["seconds"] for r in runs["on"]), 3),
+        "history_over_code": round(statistics.median(r["history"] / (r["seconds"] - r["history"])
+                                                     for r in runs["on"]), 3),
         "commits_read_first": runs["on"][0]["commits"],
         "whole_history": {"commits": full.commits_read, "seconds": round(full_s, 3)},
     }
@@ -164,10 +167,16 @@ def log_latency(click: Path, n: int, tmp: Path) -> dict:
         subprocess.run([sys.executable, "-m", "gitrag", "log", q, "--repo", str(repo_path), "--json"],
                        check=True, capture_output=True)
         cli.append((time.perf_counter() - t) * 1000)
+    floor = []
+    for _ in range(5):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gitrag", "--version"], check=True, capture_output=True)
+        floor.append((time.perf_counter() - t) * 1000)
     q = statistics.quantiles(times, n=20)
     return {"commits": up.commits_reachable, "build_s": round(built, 1), "read_s": round(read_s, 2),
             "search_ms": {"p50": round(statistics.median(times), 2), "p95": round(q[18], 2)},
-            "cli_ms": {"p50": round(statistics.median(cli), 1)}}
+            "cli_ms": {"p50": round(statistics.median(cli), 1),
+                       "gitrag_version_p50": round(statistics.median(floor), 1)}}
 
 
 def blame_cost(click: Path, tmp: Path) -> dict:

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import pygit2
@@ -113,7 +114,13 @@ def _terms(text: str) -> str:
 
 
 def _path_terms(paths: Iterable[str]) -> str:
-    return " ".join(" ".join(sparse.terms(p.replace("/", " ").replace(".", " "))) for p in paths)
+    return " ".join(_one_path_terms(p) for p in paths)
+
+
+@lru_cache(maxsize=16384)
+def _one_path_terms(path: str) -> str:
+    """A path's terms (cached: the same paths change again and again)."""
+    return " ".join(sparse.terms(path.replace("/", " ").replace(".", " ")))
 
 
 class HistoryIndex:
