@@ -49,7 +49,8 @@ def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str,
     if term_weights:
         terms = [t for t, _ in sorted(term_weights.items(), key=lambda kv: -kv[1])[:MAX_QUERY_TERMS]]
     with open_index(ws) as hist:
-        commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms)
+        commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms,
+                              max_share=hp.COMMON_TERM_SHARE, max_terms=hp.MAX_TERMS)
     return hp.file_prior((c.score, [f.path for f in c.files], c.n_files) for c in commits)
 
 

@@ -31,6 +31,11 @@ from gitrag.ranking.stages import Candidate
 SIMILAR_COMMITS = 10  # commits whose files get a share
 MAX_FIX_FILES = 20  # a commit changing more paths is not a fix to learn from
 STRENGTH = 0.25  # the best file's chunks are scaled by 1 + STRENGTH; others by less
+#: Question terms in more than this share of the commits are left out ("fix", the project's
+#: name, "src"): like stop words their BM25 weight is small, and their long lists made the
+#: search of a long issue cost 50-75 ms on click instead of a few.
+COMMON_TERM_SHARE = 0.1
+MAX_TERMS = 32  # the question's terms sent (a long one's heaviest first)
 
 
 def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str, float]:
@@ -48,11 +53,14 @@ def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str,
 
 
 def apply_history_prior(cands: dict[str, Candidate], prior: dict[str, float], strength: float = STRENGTH) -> None:
-    """Scale each candidate by ``1 + strength * prior[its path]`` (1 for a file no similar
-    commit changed)."""
-    if not prior:
+    """Scale each candidate by ``1 + strength * share``: its file's prior over the best prior
+    among the candidates' files (1 for a file no similar commit changed). Normalised over
+    the candidates: a changelog or a test file that every fix touches should not take the
+    full strength away from the code files being ranked."""
+    top = max((prior.get(c.path, 0.0) for c in cands.values()), default=0.0)
+    if top <= 0:
         return
     for c in cands.values():
-        share = prior.get(c.path)
+        share = prior.get(c.path, 0.0) / top
         if share:
             c.score *= 1.0 + strength * share
