@@ -5,7 +5,7 @@ files they changed (issue 20's "git history" lever).
     SIMILAR_COMMITS commits reachable from the indexed head that changed at most
     MAX_FIX_FILES paths -> file score = sum over those commits of
     similarity / sqrt(paths the commit changed) -> normalised by the best file
-    -> each candidate chunk of a file scaled by 1 + STRENGTH x its file's share
+    -> each candidate chunk of a file scaled by 1 + STRENGTH x its file's share (x1 to x2)
 
 Why these rules: a fix is usually small, so a commit that changed one file says more about
 that file than one that changed twenty (the square root damps, as in tf-idf's sublinear
@@ -13,8 +13,8 @@ weights, without letting a one-file typo fix dominate); a commit changing more t
 MAX_FIX_FILES paths (an import, a reformat, a release) says nothing about where a change
 lives, and it also keeps the prior off single-commit corpora (an sdist imported in one
 commit), where there is no history to learn from. The prior only reorders candidates the
-code lists found (it adds none) and is bounded (x1 to x1 + STRENGTH), so it can tip close
-calls but never bury a definition the question names (``definitions`` gains 3x the top).
+code lists found (it adds none) and is bounded (x1 to x2), so it can reorder files but
+never bury a definition the question names (``definitions`` gains 3x the top).
 
 Honesty: at an issue's base commit only earlier commits exist, so nothing leaks from the
 future; but the fix itself and any commit that cites the issue number cannot be there,
@@ -30,7 +30,11 @@ from gitrag.ranking.stages import Candidate
 
 SIMILAR_COMMITS = 10  # commits whose files get a share
 MAX_FIX_FILES = 20  # a commit changing more paths is not a fix to learn from
-STRENGTH = 0.25  # the best file's chunks are scaled by 1 + STRENGTH; others by less
+#: The best file's chunks are scaled by 1 + STRENGTH, others by their share of it: x1 to x2.
+#: As strong as reciprocal rank fusion (k = 60) of the code's file list with the prior's would
+#: make a file both lists name (about twice the score of one only the code list names), and
+#: bounded: a definition the question names (3x the top score) still comes first.
+STRENGTH = 1.0
 #: Question terms in more than this share of the commits are left out ("fix", the project's
 #: name, "src"): like stop words their BM25 weight is small, and their long lists made the
 #: search of a long issue cost 50-75 ms on click instead of a few.

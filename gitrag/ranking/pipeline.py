@@ -28,7 +28,8 @@ STAGES: dict[str, str] = {
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
-    "history": "files changed by past commits whose messages resemble the question x(1 + 0.25 x share) (similar fixes)",
+    "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
+               "(similar fixes)",
 }
 
 
