@@ -163,3 +163,41 @@ def test_ask_blame_gives_the_last_commit_that_changed_each_result(repo: Repo) ->
     plain = CliRunner().invoke(cli, ["ask", "scale", "--repo", str(repo.path), "--blame", "--no-answer"],
                                catch_exceptions=False)
     assert "last changed" in plain.stdout and "Make scale return floats" in plain.stdout
+
+
+def test_similar_past_fixes_raise_the_files_they_changed(repo: Repo) -> None:
+    """The `history` ranking stage: a past commit whose message resembles the question points
+    at the file it changed (x2 for the best such file); a file only a big import touched
+    gains next to nothing."""
+    from gitrag.retrieval import search
+    from gitrag.workspace import open_workspace
+
+    repo.write("pkg/scheduler.py", "def plan_jobs(queue, deadline):\n    # each job, its deadline\n"
+                                   "    return sorted(queue)\n")
+    repo.write("pkg/limits.py", "def clamp(value, timeout):\n    return min(value, timeout)\n")
+    for i, word in enumerate(["parser", "render", "colour", "prompt", "archive", "network"]):
+        repo.write(f"pkg/{word}.py", f"def {word}_main(arg):\n    return arg + {i}\n")
+    repo.commit("Initial import")
+    repo.write("pkg/scheduler.py", "def plan_jobs(queue, deadline):\n    # each job, its deadline\n"
+                                   "    return sorted(queue, key=len)\n")
+    repo.commit("Fix a crash in job planning when the deadline of a job is negative")
+    repo.write("pkg/parser.py", "def parser_main(arg):\n    return arg\n")
+    repo.commit("Tidy")
+    index(repo.path)
+    ws = open_workspace(repo.path)
+    try:
+        question = "crash when a job has a negative deadline timeout value"
+        off = {r.path: r.score for r in search(ws, question, k=5, disable=("history",), snippets=False)}
+        on = {r.path: r.score for r in search(ws, question, k=5, snippets=False)}
+    finally:
+        ws.close()
+    assert on["pkg/scheduler.py"] == pytest.approx(2 * off["pkg/scheduler.py"], rel=1e-3)
+    assert off["pkg/limits.py"] <= on["pkg/limits.py"] < 1.1 * off["pkg/limits.py"]
+
+
+def test_the_prior_learns_nothing_from_an_import_of_many_files(repo: Repo) -> None:
+    from gitrag.ranking.history_prior import MAX_FIX_FILES, file_prior
+
+    assert file_prior([(5.0, [f"f{i}.py" for i in range(MAX_FIX_FILES + 1)], MAX_FIX_FILES + 1)]) == {}
+    prior = file_prior([(4.0, ["a.py"], 1), (4.0, ["a.py", "b.py", "c.py", "d.py"], 4)])
+    assert prior["a.py"] == 1.0 and prior["b.py"] == pytest.approx(2.0 / 6.0)

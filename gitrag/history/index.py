@@ -45,6 +45,7 @@ FORMAT = "2"  # another format is dropped and read again (derived data)
 MAX_COMMITS = 100_000
 BATCH = 500  # commits per transaction
 MAX_QUERY_TERMS = 64  # distinct question terms sent to FTS5, in order of first use
+COMMON_MIN = 100  # common_terms: a term in fewer commits is never left out
 SEARCH_DEPTH = 200  # best BM25 matches read before the branch and path filters (deeper if too few pass)
 #: BM25 weight of the touched paths' terms against the message's (1.0): paths say where, the
 #: message what; a path term alone should not outrank a message that says it.
@@ -201,9 +202,11 @@ class HistoryIndex:
         linked: list[str] = []
         if reset:
             frontier, have = [head], 0
-        elif old != head:  # the commits since the last update, all of them
+        elif old != head:  # the commits since the last update, all of them (up to MAX_COMMITS)
             for c in gitlog.walk_commits(repo, [head], hide=old):
                 linked.append(str(c.id))
+                if len(linked) >= MAX_COMMITS:
+                    break
         out.commits_read += self._read_missing(repo, linked, out)
         if frontier:
             more, frontier = self._backfill(repo, branch, frontier, set(linked), deadline,
@@ -323,12 +326,13 @@ class HistoryIndex:
         return self.db.execute("SELECT max(id) FROM commits").fetchone()[0] or 0
 
     def common_terms(self, terms: list[str], max_share: float) -> set[str]:
-        """Those of ``terms`` found in more than ``max_share`` of the index's commits."""
+        """Those of ``terms`` found in more than ``max_share`` of the index's commits and in
+        more than COMMON_MIN commits (a short list costs nothing and IDF weighs it)."""
         total = self._count()
         out = set()
         for t in terms:
             row = self.db.execute("SELECT doc FROM commit_vocab WHERE term = ?", (t,)).fetchone()
-            if row and row[0] > max_share * total:
+            if row and row[0] > max_share * total and row[0] > COMMON_MIN:
                 out.add(t)
         return out
 
