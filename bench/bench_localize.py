@@ -350,6 +350,11 @@ def main() -> int:
                     help="only read a --results file and print what kinds of files win wrongly (JSON)")
     ap.add_argument("--summarize", type=Path, nargs="+", metavar="RESULTS",
                     help="only read --results files (e.g. of an interrupted run) and print their table")
+    ap.add_argument("--ablate", action="append", default=[], metavar="STAGE",
+                    help="also run gitrag with this ranking stage switched off, as method gitrag-STAGE (repeatable)")
+    ap.add_argument("--full-history", action="store_true",
+                    help="read each base commit's whole commit history after its sync (a sync alone reads what its "
+                         "time budget allows; later syncs read the rest)")
     args = ap.parse_args()
     if args.diagnose:
         rows = [json.loads(x) for x in args.diagnose.read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -442,6 +447,10 @@ def main() -> int:
                     except Exception as exc2:  # noqa: BLE001
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
+                if args.full_history:
+                    from gitrag import history
+
+                    history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 bm25.index(ws)
                 took = time.perf_counter() - t0
                 index_s += took
@@ -452,7 +461,14 @@ def main() -> int:
                 b_hits = bm25.search(q, 200)
                 b_files = files_of([(s, d["path"]) for s, d in b_hits], 10)
                 b_chunks = [(d["path"], d["start_line"], d["end_line"]) for _, d in b_hits]
+                ablated = {}
+                for stage in args.ablate:
+                    r2 = ask(ws, q, k=10, files=True, disable=(stage,))
+                    ablated[f"gitrag-{stage}"] = score(issue["files"], issue["functions"],
+                                                       [f.path for f in (r2.files or [])][:10],
+                                                       [(r.path, r.start_line, r.end_line) for r in r2.results])
                 row = {
+                    **ablated,
                     "id": issue["id"], "repo": repo, "language": issue["language"],
                     "gold_files": issue["files"], "gold_functions": len(issue["functions"]),
                     "gitrag": score(issue["files"], issue["functions"], g_files, g_chunks),
@@ -475,22 +491,26 @@ def main() -> int:
                 ws.close()
     if out_fh:
         out_fh.close()
-    report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json)
+    methods = ["gitrag", *(f"gitrag-{s}" for s in args.ablate), "bm25"]
+    report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json, methods)
     return 0
 
 
 def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds: float, index_s: float,
-           as_json: bool) -> None:
-    """Print the per-language table (or JSON) of ``results`` (one row per issue)."""
+           as_json: bool, methods: list[str] | None = None) -> None:
+    """Print the per-language table (or JSON) of ``results`` (one row per issue) for ``methods``
+    (default: the methods the rows hold)."""
+    if methods is None:
+        methods = sorted({m for r in results for m, v in r.items() if isinstance(v, dict) and "first_rank" in v},
+                         key=lambda m: (m == "bm25", m))
     by_lang: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_lang[r["language"]].append(r)
     summary = {
         "embedder": embedder, "issues": len(results), "repositories": len({r["repo"] for r in results}),
         "skipped": skipped, "seconds": round(seconds, 1), "index_seconds": round(index_s, 1),
-        "by_language": {lang: {"gitrag": summarize(rs, "gitrag"), "bm25": summarize(rs, "bm25")}
-                        for lang, rs in sorted(by_lang.items())},
-        "overall": {"gitrag": summarize(results, "gitrag"), "bm25": summarize(results, "bm25")},
+        "by_language": {lang: {m: summarize(rs, m) for m in methods} for lang, rs in sorted(by_lang.items())},
+        "overall": {m: summarize(results, m) for m in methods},
     }
     if as_json:
         print(json.dumps(summary, indent=1))
@@ -501,8 +521,7 @@ def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds:
     print("|---|---|---|---|---|---|---|---|")
     items = list(summary["by_language"].items()) + [("overall", summary["overall"])]
     for lang, methods in items:
-        for method in ("gitrag", "bm25"):
-            m = methods[method]
+        for method, m in methods.items():
             cells = " | ".join(f"{m[k]:.1f}" for k in [f"acc@{k}" for k in KS] + [f"func_recall@{FUNC_K}"])
             print(f"| {lang} | {m['n']} | {method} | {cells} |")
     for repo, why in skipped.items():

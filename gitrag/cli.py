@@ -92,9 +92,11 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
+@click.option("--blame", is_flag=True, help="Give each result the last commit that changed its lines (git blame of "
+              "the range: commit, date, author, subject).")
 @JSON
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
-        no_answer: bool, expand: int, as_json: bool) -> None:
+        no_answer: bool, expand: int, blame: bool, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
@@ -121,7 +123,34 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
                                  param_hint="QUESTION")
     lang = _language(lang)
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files, blame))
+
+
+@cli.command("log")
+@click.argument("question")
+@REPO
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of commits.")
+@click.option("--path", "path", default="", help="Only commits that changed a path starting with this prefix.")
+@JSON
+def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
+    """Rank the current branch's commits by how well their message and changed paths match QUESTION.
+
+    Answers with commit, date, author, subject and the files it changed. The commit index is
+    built by `gitrag index` (and the hooks) with the code index; QUESTION "-" reads stdin.
+
+    \b
+    Examples:
+      gitrag log "when was retry on timeout added"
+      gitrag log "fix unicode error on windows" --path src/ -k 3 --json
+    """
+    from gitrag.commands.log import log as run
+
+    if question == "-":
+        question = _stdin_text()
+    question, path = _text(question), _repo_path(path)
+    if not question.strip():
+        raise click.BadParameter("the question is empty", param_hint="QUESTION")
+    _exit(lambda: run(question, repo, k, path, as_json))
 
 
 @cli.command()

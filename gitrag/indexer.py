@@ -80,6 +80,7 @@ class IndexSummary:
     paths_embedded: int = 0
     chunks_failed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    commits_indexed: int = 0  # commits new to the history index (gitrag.history)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,6 +145,21 @@ class Indexer:
         return heal.syncing(self.ws, lambda: self._sync(rebuild, branch), rebuild=rebuild)
 
     def _sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+        """:meth:`_sync_code`, then the branch's commit history to the same commit."""
+        summary = self._sync_code(rebuild, branch)
+        self._sync_history(summary)
+        return summary
+
+    def _sync_history(self, summary: IndexSummary) -> None:
+        """The commit index step (gitrag.history): commits new since the branch's history head."""
+        from gitrag import history
+
+        t0 = time.perf_counter()
+        done = history.sync_branch(self.ws, summary.branch, summary.commit, code_seconds=summary.seconds)
+        summary.commits_indexed = done.commits_read if done is not None else 0
+        summary.seconds = round(summary.seconds + time.perf_counter() - t0, 3)
+
+    def _sync_code(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
         index to the commit at its tip, whether or not it is checked out (a sync reads the
         commit's tree from the object database, never the work tree). Raises

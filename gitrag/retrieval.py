@@ -204,6 +204,12 @@ class _Lookup:
     def project_names(self) -> frozenset[str]:
         return _top_folders(symbols.branch_paths(self.ws))
 
+    def history_prior(self, query: ranking.Query) -> dict[str, float]:
+        """{path: share} of the files similar past commits changed (gitrag.history)."""
+        from gitrag import history
+
+        return history.similar_files(self.ws, self.branch, query.text, query.term_weights)
+
 
 @lru_cache(maxsize=8)
 def _top_folders(paths: frozenset[str]) -> frozenset[str]:
@@ -279,17 +285,17 @@ def read_snippet(ws: Workspace, result: Result) -> str:
 
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    expand: int = 0, files: bool = False,
+    expand: int = 0, files: bool = False, disable: Collection[str] = (),
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
     ``files``: also rank the top ``k`` files (gitrag.file_results) from ``k`` x
     CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks."""
     if not files:
-        results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
+        results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand, disable=disable)
         return AskResponse(question, freshness(ws), results, None, mode)
     chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
-                    snippets=False)
+                    snippets=False, disable=disable)
     results = chunks[:k]
     if expand > 0:
         results += _expansions(ws, ws.repo.branch(), results, expand, scope)

@@ -22,7 +22,7 @@ from tests.gitutil import Repo
 from tests.ollama_stub import OllamaStub
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-COMMANDS = ("index", "ask", "status", "gc", "eval", "doctor")
+COMMANDS = ("index", "ask", "status", "gc", "eval", "doctor", "log")
 # objects whose keys are data, not field names: their keys are written <mode>, <kind>
 DATA_KEYS = {"modes": "<mode>", "modes.<mode>.by_kind": "<kind>", "repos[].branches[].skipped": "<reason>"}
 
@@ -88,6 +88,8 @@ def outputs(project: Repo, tmp_path: Path, daemon_start: Any) -> dict[str, list[
     out: dict[str, list[dict[str, Any]]] = {c: [] for c in COMMANDS}
     out["index"].append(run_json("index", cwd=cwd))
     out["ask"].append(run_json("ask", "send_message retries RETRY_LIMIT", "--expand", "1", cwd=cwd))
+    out["ask"].append(run_json("ask", "send_message retries", "--blame", cwd=cwd))
+    out["log"].append(run_json("log", "retries", cwd=cwd))
     with OllamaStub() as stub:
         def reply(messages: list[dict[str, Any]]) -> str:
             first = re.search(r"^\[\d+\] (\S+:\d+-\d+)", messages[-1]["content"], re.M)
@@ -111,7 +113,8 @@ def outputs(project: Repo, tmp_path: Path, daemon_start: Any) -> dict[str, list[
     project.write("app/more.py", "def more():\n    return 1\n")
     project.commit("more")
     out["index"].append(run_json("index", cwd=cwd))
-    out["ask"].append(run_json("ask", "more", cwd=cwd))
+    out["ask"].append(run_json("ask", "more", "--blame", cwd=cwd))
+    out["log"].append(run_json("log", "more", "--path", "app/", cwd=cwd))
     out["ask"].append(run_json("ask", "send_message retries", "--files", "--exclude", "docs/**", cwd=cwd))
     out["status"].append(run_json("status", cwd=cwd))
     out["gc"].append(run_json("gc", cwd=cwd))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False) -> int:
     from gitrag.daemon import routing
 
     if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
@@ -33,6 +33,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     else:
         response, settings, catching_up = _in_process(repo, question, k, mode, path, lang, no_answer, expand,
                                                       tuple(exclude), files)
+    blames = _blames(repo, response) if blame else None
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
         if written is None:
@@ -40,12 +41,15 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
 
             written = Answer()
         extra = {"catching_up": catching_up}
-        output.emit_json(response.to_json() | written.to_json() | extra)
+        data = response.to_json() | written.to_json() | extra
+        for res, b in zip(data["results"], blames or ()):
+            res["blame"] = b
+        output.emit_json(data)
     elif response.files is not None:
         _print_files(response, catching_up, _none_found(path, lang, exclude))
     else:
         _print(response, snippets=not (written and written.text), catching_up=catching_up,
-               none=_none_found(path, lang, exclude))
+               none=_none_found(path, lang, exclude), blames=blames)
     return EXIT_OK
 
 
@@ -74,6 +78,20 @@ def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: st
         return again.response, ws.settings, again.catching_up
     finally:
         ws.close()
+
+
+def _blames(repo: str, r: AskResponse) -> list[dict | None]:
+    """``ask --blame``: per result, the last commit that changed its lines (gitrag.history.blame)."""
+    from gitrag.gitrepo import GitRepo
+    from gitrag.history.blame import blame_result
+
+    git = GitRepo(repo).repo
+    seen: dict[tuple[str, int, int], dict | None] = {}
+    for res in r.results:
+        key = (res.path, res.start_line, res.end_line)
+        if key not in seen:
+            seen[key] = blame_result(git, r.freshness.commit, *key)
+    return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]
 
 
 def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer | None:
@@ -112,13 +130,18 @@ def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:
             f"language name as in the results (python, javascript, markdown, text, ...)")
 
 
-def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results") -> None:
+def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results",
+           blames: list[dict | None] | None = None) -> None:
     if not r.results:
         output.line(none)
     for i, res in enumerate(r.results, 1):
         via = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
         output.line((f"{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}", "bold"),
                     f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
+        if blames is not None and blames[i - 1] is not None:
+            b = blames[i - 1]
+            output.line("      ", (f"last changed {b['date'][:10]} {b['commit'][:12]} {_printable(b['author'])}: "
+                                    f"{_printable(b['subject'])}", "dim"))
         lines = res.snippet.splitlines() if snippets else []
         for text in lines[:8]:
             output.line("      " + text)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.ranking import stages
+from gitrag.ranking import history_prior, stages
 from gitrag.ranking.query import Query
 from gitrag.ranking.stages import Candidate, DefinitionSite
 
@@ -30,6 +30,8 @@ STAGES: dict[str, str] = {
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
+    "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
+               "(similar fixes)",
 }
 
 
@@ -164,4 +166,6 @@ def rank(
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:
         stages.apply_role_priors(cands, query)
+    if "history" not in off and hasattr(lookup, "history_prior"):
+        history_prior.apply_history_prior(cands, lookup.history_prior(query))
     return stages.select(cands, k, saturation="saturation" not in off)

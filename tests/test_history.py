@@ -1,0 +1,203 @@
+"""The commit index, `gitrag log` and `ask --blame`, with real git repositories and real commits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+import pytest
+from click.testing import CliRunner
+
+from gitrag.cli import cli
+from gitrag.history.index import HistoryIndex
+from tests.gitutil import Repo, index
+
+
+def _log(repo: Repo, *args: str) -> dict:
+    result = CliRunner().invoke(cli, ["log", *args, "--repo", str(repo.path), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _data_dir(repo: Repo) -> Path:
+    from gitrag import config
+    from gitrag.gitrepo import GitRepo
+
+    return config.repo_data_dir(GitRepo(repo.path).common_dir)
+
+
+def _history(repo: Repo) -> set[str]:
+    """The commit ids in the index's history of ``main``."""
+    with HistoryIndex(_data_dir(repo)) as hist:
+        return {c.oid for c in hist.recent("main", k=1000)}
+
+
+def _git_log(repo: Repo) -> set[str]:
+    return set(repo.git("log", "--format=%H").split())
+
+
+@pytest.fixture
+def project(repo: Repo) -> Repo:
+    repo.write("src/app/config.py", "def load(path):\n    return open(path).read()\n")
+    repo.write("README.md", "# app\n")
+    repo.commit("Initial import of the configuration loader")
+    repo.write("src/app/net.py", "def fetch(url):\n    return url\n")
+    repo.commit("Network fetching with plain urllib")
+    repo.write("src/app/ranges.py",
+               "def parse_line_range(text):\n    start, _, end = text.partition(':')\n    return int(start), int(end)\n")
+    repo.commit("Add parse_line_range: read a range like 30:40 given to --lines\n\nThe CLI takes --lines START:END.")
+    repo.write("docs/usage.md", "# usage\n\nrun it\n")
+    repo.commit("Document how to run the tool")
+    return repo
+
+
+def test_log_finds_the_commit_that_introduced_a_function_from_a_description(project: Repo) -> None:
+    index(project.path)
+    introduced = project.git("log", "--format=%H", "-1", "--", "src/app/ranges.py")
+    found = _log(project, "when was parsing of a line range such as 30:40 added")
+    top = found["commits"][0]
+    assert top["commit"] == introduced
+    assert top["subject"].startswith("Add parse_line_range")
+    assert top["files"] == [{"path": "src/app/ranges.py", "status": "added", "old_path": None}]
+    assert top["author"] == "Test" and top["email"] == "test@example.invalid"
+    assert top["date"][:4].isdigit() and "T" in top["date"]
+    assert found["up_to_date"] and found["complete"] and found["commits_indexed"] == 4
+    # a path filter keeps only commits that changed a path under it
+    docs = _log(project, "how to run", "--path", "docs/")
+    assert [c["subject"] for c in docs["commits"]] == ["Document how to run the tool"]
+    assert _log(project, "line range", "--path", "src/app/net")["commits"] == []
+
+
+def test_history_follows_new_commits_renames_and_a_rewritten_branch(project: Repo) -> None:
+    index(project.path)
+    project.git("mv", "src/app/net.py", "src/app/network.py")
+    project.commit("Rename net to network")
+    renamed = project.head()
+    summary = index(project.path)
+    assert summary.commits_indexed == 1
+    top = _log(project, "rename network")["commits"][0]
+    assert top["commit"] == renamed
+    assert top["files"] == [{"path": "src/app/network.py", "status": "renamed", "old_path": "src/app/net.py"}]
+    # amend the last commit: the amended-away commit is no longer in the branch's history
+    project.write("src/app/network.py", "def fetch(url, timeout=5):\n    return url\n")
+    project.git("add", "-A")
+    project.git("commit", "-q", "--amend", "-m", "Rename net to network and add a timeout")
+    index(project.path)
+    history = _history(project)
+    assert renamed not in history and project.head() in history
+    assert history == _git_log(project)
+
+
+def test_an_interrupted_history_read_is_finished_by_the_next_sync(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.history import index as hindex
+
+    index(project.path)
+    for i in range(40):
+        project.write(f"src/app/m{i}.py", f"X = {i}\n")
+        project.commit(f"module {i}")
+    real = hindex.HistoryIndex._insert
+    calls = {"n": 0}
+
+    def dies_once(self, infos):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # the sync is killed half-way through the commits
+        return real(self, infos)
+
+    monkeypatch.setattr(hindex, "BATCH", 10)
+    monkeypatch.setattr(hindex.HistoryIndex, "_insert", dies_once)
+    monkeypatch.setattr(hindex.gitlog, "walk_commits", hindex.gitlog.walk_commits)
+    with HistoryIndex(_data_dir(project)) as hist:
+        with pytest.raises(KeyboardInterrupt):
+            hist.update(pygit2.Repository(str(project.path)), "main", project.head())
+        assert hist.head("main") != project.head()  # the branch stays at its previous head
+    monkeypatch.setattr(hindex.HistoryIndex, "_insert", real)
+    index(project.path)
+    assert _history(project) == _git_log(project)
+
+
+def test_a_long_history_is_read_within_a_budget_and_completed_by_later_syncs(repo: Repo) -> None:
+    for i in range(120):
+        repo.write(f"f{i % 7}.txt", f"{i}\n")
+        repo.commit(f"change {i}")
+    git = pygit2.Repository(str(repo.path))
+    with HistoryIndex(_data_dir(repo)) as hist:
+        first = hist.update(git, "main", repo.head(), budget_s=0.0)
+        assert not first.complete and 0 < first.commits_reachable < 120
+        rounds = 1
+        while not hist.update(git, "main", repo.head(), budget_s=0.0).complete:
+            rounds += 1
+            assert rounds < 20
+        assert {c.oid for c in hist.recent("main", k=500)} == _git_log(repo)
+        assert hist.branch_info("main") == (repo.head(), 120, True)
+
+
+def test_log_before_any_index_says_to_index(repo: Repo) -> None:
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    result = CliRunner().invoke(cli, ["log", "anything", "--repo", str(repo.path)])
+    assert result.exit_code == 1
+    assert "gitrag index" in result.output
+
+
+def test_ask_blame_gives_the_last_commit_that_changed_each_result(repo: Repo) -> None:
+    repo.write("calc.py", "def add(a, b):\n    return a + b\n")
+    repo.write("scale.py", "def scale(x, factor):\n    return x * factor\n")
+    repo.commit("Add add and scale")
+    repo.write("scale.py", "def scale(x, factor):\n    return x * factor * 1.0\n")
+    repo.commit("Make scale return floats")
+    changed = repo.head()
+    repo.write("other.py", "Y = 2\n")
+    repo.commit("Unrelated")
+    index(repo.path)
+    result = CliRunner().invoke(cli, ["ask", "scale x by a factor", "--repo", str(repo.path), "--blame", "--json",
+                                      "--no-answer", "-k", "5"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    results = json.loads(result.stdout)["results"]
+    by_symbol = {r["symbol"]: r for r in results}
+    blame = by_symbol["scale"]["blame"]
+    assert blame["commit"] == changed and blame["subject"] == "Make scale return floats"
+    assert blame["author"] == "Test" and blame["date"][:4].isdigit()
+    assert by_symbol["add"]["blame"]["subject"] == "Add add and scale"
+    plain = CliRunner().invoke(cli, ["ask", "scale", "--repo", str(repo.path), "--blame", "--no-answer"],
+                               catch_exceptions=False)
+    assert "last changed" in plain.stdout and "Make scale return floats" in plain.stdout
+
+
+def test_similar_past_fixes_raise_the_files_they_changed(repo: Repo) -> None:
+    """The `history` ranking stage: a past commit whose message resembles the question points
+    at the file it changed (x2 for the best such file); a file only a big import touched
+    gains next to nothing."""
+    from gitrag.retrieval import search
+    from gitrag.workspace import open_workspace
+
+    repo.write("pkg/scheduler.py", "def plan_jobs(queue, deadline):\n    # each job, its deadline\n"
+                                   "    return sorted(queue)\n")
+    repo.write("pkg/limits.py", "def clamp(value, timeout):\n    return min(value, timeout)\n")
+    for i, word in enumerate(["parser", "render", "colour", "prompt", "archive", "network"]):
+        repo.write(f"pkg/{word}.py", f"def {word}_main(arg):\n    return arg + {i}\n")
+    repo.commit("Initial import")
+    repo.write("pkg/scheduler.py", "def plan_jobs(queue, deadline):\n    # each job, its deadline\n"
+                                   "    return sorted(queue, key=len)\n")
+    repo.commit("Fix a crash in job planning when the deadline of a job is negative")
+    repo.write("pkg/parser.py", "def parser_main(arg):\n    return arg\n")
+    repo.commit("Tidy")
+    index(repo.path)
+    ws = open_workspace(repo.path)
+    try:
+        question = "crash when a job has a negative deadline timeout value"
+        off = {r.path: r.score for r in search(ws, question, k=5, disable=("history",), snippets=False)}
+        on = {r.path: r.score for r in search(ws, question, k=5, snippets=False)}
+    finally:
+        ws.close()
+    assert on["pkg/scheduler.py"] == pytest.approx(2 * off["pkg/scheduler.py"], rel=1e-3)
+    assert off["pkg/limits.py"] <= on["pkg/limits.py"] < 1.1 * off["pkg/limits.py"]
+
+
+def test_the_prior_learns_nothing_from_an_import_of_many_files(repo: Repo) -> None:
+    from gitrag.ranking.history_prior import MAX_FIX_FILES, file_prior
+
+    assert file_prior([(5.0, [f"f{i}.py" for i in range(MAX_FIX_FILES + 1)], MAX_FIX_FILES + 1)]) == {}
+    prior = file_prior([(4.0, ["a.py"], 1), (4.0, ["a.py", "b.py", "c.py", "d.py"], 4)])
+    assert prior["a.py"] == 1.0 and prior["b.py"] == pytest.approx(2.0 / 6.0)
