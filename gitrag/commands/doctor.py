@@ -30,6 +30,7 @@ from gitrag.gitrepo import GitRepo
 from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
+REF_HOOK_GIT = (2, 28)  # the reference-transaction hook: every ref move is an event
 
 
 @dataclass
@@ -50,6 +51,10 @@ def check_git() -> Check:
     found = tuple(int(n) for n in re.findall(r"\d+", text)[:2])
     if found < MIN_GIT:
         return Check("git", "fail", f"{text}: older than 2.26", "install git 2.26 or newer")
+    if found < REF_HOOK_GIT:
+        return Check("git", "warn", f"{text}: older than 2.28, which runs no reference-transaction hook, so a "
+                     f"reset, branch -f, update-ref, filter-branch or fetch into a local branch reaches the index "
+                     f"only at the next reconcile (up to 300 s) or `gitrag ask`", "install git 2.28 or newer")
     return Check("git", "ok", text)
 
 
@@ -197,11 +202,24 @@ def check_lag(repo: GitRepo) -> list[Check]:
         elif head == b.indexed_commit:
             checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
         else:
-            indexed = b.indexed_commit
-            behind = repo.repo.ahead_behind(head, indexed)[0] if indexed and repo.has_commit(indexed) else "?"
-            checks.append(Check(f"lag {b.name}", "warn", f"{behind} commit(s) behind: indexed "
+            checks.append(Check(f"lag {b.name}", "warn", f"{lag_phrase(repo, head, b.indexed_commit)}: indexed "
                                 f"{str(b.indexed_commit)[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
     return checks
+
+
+def lag_phrase(repo: GitRepo, head: str, indexed: str | None) -> str:
+    """How the indexed commit stands to ``head``: ``3 commit(s) behind``; ``1 commit(s) ahead of
+    HEAD (HEAD moved back: a reset?)``; ``on another line of history (...)``; ``? commit(s)
+    behind`` when the indexed commit is not in the repository any more."""
+    if not indexed or not repo.has_commit(indexed):
+        return "? commit(s) behind (the indexed commit is gone from the repository)"
+    missing, extra = repo.repo.ahead_behind(head, indexed)  # in HEAD only, in the index only
+    if extra == 0:
+        return f"{missing} commit(s) behind"
+    if missing == 0:
+        return f"{extra} commit(s) ahead of HEAD (HEAD moved back: a reset?)"
+    return (f"on another line of history: HEAD has {missing} commit(s) the index lacks, the index {extra} "
+            f"HEAD lacks (a rebase, amend or reset?)")
 
 
 def doctor(repo: str, as_json: bool) -> int:

@@ -117,14 +117,16 @@ class Service:
     def accept(self, repo: str, branch: Any = None, **event: Any) -> dict[str, Any]:
         """Take one hook event (from the socket or the spool): mark the work tree dirty, and
         ``branch`` (the branch the hook ran on; absent from older hooks' events) for a sync
-        to its tip, and (re)start the debounce timer. Events of unregistered repositories
-        are declined."""
+        to its tip (``branches``: several, from a reference-transaction hook), and (re)start
+        the debounce timer. Events of unregistered repositories are declined."""
         worker, root = self.worker_for(repo)
         if worker.common_dir not in registry.load():  # one read of the registry per event
             if registry.follow(worker.common_dir) is None:  # not moved here from a registered path either
                 return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
             log.info("registered repository moved", repo=worker.common_dir)  # registered where it is now
-        worker.mark(root, branch if isinstance(branch, str) and branch else None)
+        names = event.get("branches") if isinstance(event.get("branches"), list) else [branch]
+        for name in names or [None]:
+            worker.mark(root, name if isinstance(name, str) and name else None)
         self.debounce(worker.common_dir, worker.kick)
         log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"), branch=branch)
         return {"accepted": True, "queue": worker.queue()}

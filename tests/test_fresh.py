@@ -1,0 +1,170 @@
+"""Never stale, never stuck (issue 22): every ref move reaches the index, ``ask`` catches up
+before it answers, hooks that do not depend on the caller's environment, a daemon that
+cannot wedge. Real git, real installed hooks, a real daemon process; every wait polls with a
+deadline well under the 300 s reconcile, which is what caught these moves before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag.daemon import client
+from tests.daemonutil import gitrag, gitrag_json, wait_for
+from tests.gitutil import Repo
+
+CATCH_S = 10.0  # seconds a ref move may take to reach the index (debounce 0.2 s + a small sync)
+
+
+def _branch_at(path: Path, name: str, commit: str) -> bool:
+    """Whether the daemon's index of branch ``name`` is at ``commit``."""
+    data = client.request("status", timeout=10.0, repo=str(path))
+    return any(b["name"] == name and b["indexed_commit"] == commit for b in data["repos"][0]["branches"])
+
+
+def _caught(repo: Repo, name: str, commit: str) -> None:
+    wait_for(lambda: _branch_at(repo.path, name, commit), f"{name} indexed at {commit[:8]}", deadline_s=CATCH_S)
+
+
+@pytest.fixture
+def installed(repo: Repo, daemon: subprocess.Popen[bytes]) -> Repo:
+    """A repository with two commits (the second adds ``gone.py``), hooks installed, indexed
+    by a running daemon."""
+    repo.write("keep.py", "def kept_function():\n    return 1\n")
+    repo.commit("first")
+    repo.write("gone.py", "def vanishing_function():\n    return 2\n")
+    head = repo.commit("second")
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    _caught(repo, "main", head)
+    return repo
+
+
+def test_reset_hard_is_an_event(installed: Repo) -> None:
+    """Case 1: `git reset --hard HEAD~1` fires no post-* hook; reference-transaction does."""
+    installed.git("reset", "-q", "--hard", "HEAD~1")
+    _caught(installed, "main", installed.head())
+    hits = gitrag_json("ask", "vanishing_function", "--repo", str(installed.path), "--no-answer")
+    assert hits["up_to_date"] and "gone.py" not in {r["path"] for r in hits["results"]}
+
+
+def test_branch_f_and_update_ref_are_events(installed: Repo) -> None:
+    """Case 2: a branch moved without being checked out, and HEAD's branch moved by update-ref."""
+    first = installed.git("rev-parse", "HEAD~1")
+    installed.git("branch", "side")
+    _caught(installed, "side", installed.head())
+    installed.git("branch", "-f", "side", first)
+    _caught(installed, "side", first)
+    installed.git("update-ref", "refs/heads/main", first)
+    _caught(installed, "main", first)
+
+
+def test_filter_branch_is_an_event(installed: Repo) -> None:
+    """Case 2: filter-branch rewrites the checked-out branch through update-ref."""
+    env = {"FILTER_BRANCH_SQUELCH_WARNING": "1"}
+    installed.git("filter-branch", "-f", "--index-filter", "git rm -q --cached --ignore-unmatch gone.py", "HEAD",
+                  env=env)
+    _caught(installed, "main", installed.head())
+
+
+def test_fetch_into_a_local_branch_is_an_event(installed: Repo, tmp_path: Path) -> None:
+    """Case 2: `git fetch URL main:side` moves refs/heads/side; no post-* hook fires."""
+    upstream = tmp_path / "upstream"
+    subprocess.run(["git", "clone", "-q", str(installed.path), str(upstream)], check=True)
+    up = Repo.__new__(Repo)
+    up.path = upstream
+    up.write("remote.py", "def from_upstream():\n    return 3\n")
+    tip = up.commit("upstream work")
+    installed.git("fetch", "-q", str(upstream), "main:side")
+    _caught(installed, "side", tip)
+
+
+# -- the reference-transaction script itself (a stub interpreter records each call) --------
+def _stubbed(repo: Repo, tmp_path: Path) -> Path:
+    from gitrag import install
+    from tests.test_hooks import _stub
+
+    stub, log = _stub(tmp_path)
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    install.install_hooks(install.Target(repo.path / ".git" / "hooks"), python=str(stub))
+    return log
+
+
+def _ref_calls(log: Path) -> list[str]:
+    from tests.test_hooks import _calls
+
+    return [c["argv"] for c in _calls(log, every=True) if "reference-transaction" in c["argv"]]
+
+
+def test_other_refs_start_no_python_and_branches_are_named(repo: Repo, tmp_path: Path) -> None:
+    log = _stubbed(repo, tmp_path)
+    first = repo.head()
+    before = len(_ref_calls(log))
+    repo.git("tag", "v1")
+    repo.git("update-ref", "refs/remotes/origin/main", first)
+    repo.git("update-ref", "refs/notes/x", first)
+    repo.git("reset", "-q", "--hard", "HEAD")  # nothing moved
+    time.sleep(0.3)
+    assert len(_ref_calls(log)) == before  # tags, remotes, notes, no-op: the shell alone
+    repo.git("branch", "-f", "side", first)
+    wait_for(lambda: len(_ref_calls(log)) == before + 1, "one call for branch -f")
+    call = _ref_calls(log)[-1]
+    assert "--branch=side" in call and call.endswith("reference-transaction committed")
+    assert f"--git-dir={repo.path / '.git'}" in call
+    repo.git("branch", "-D", "side")  # a deletion: nothing to index
+    time.sleep(0.3)
+    assert len(_ref_calls(log)) == before + 1
+
+
+def test_a_foreign_reference_transaction_hook_still_runs_and_can_abort(repo: Repo, tmp_path: Path) -> None:
+    from gitrag import install
+
+    seen = tmp_path / "seen.txt"
+    hooks = repo.path / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    foreign = hooks / "reference-transaction"
+    foreign.write_text(f'#!/bin/sh\necho "$1" >> {seen}\ncat >> {seen}\n'
+                       '[ "$1" = prepared ] && grep -q refs/heads/forbidden ' f'{seen} && exit 1\nexit 0\n')
+    foreign.chmod(0o755)
+    log = _stubbed(repo, tmp_path)
+    assert (hooks / "reference-transaction.legacy").exists()
+    repo.git("branch", "side")
+    wait_for(lambda: any("--branch=side" in c for c in _ref_calls(log)), "gitrag's call after the legacy hook")
+    text = seen.read_text()
+    assert "prepared" in text and "committed" in text and "refs/heads/side" in text  # same argument, same stdin
+    assert repo.git("branch", "forbidden", check=False) == "" and "forbidden" not in repo.git("branch")
+    install.uninstall_hooks(hooks)
+    assert foreign.read_text().startswith("#!/bin/sh\necho") and not (hooks / "reference-transaction.legacy").exists()
+
+
+def test_doctor_says_how_the_index_stands_to_head(repo: Repo) -> None:
+    """Case 1: after a reset the index is ahead of HEAD, not '0 commit(s) behind'."""
+    from tests.gitutil import index
+
+    repo.write("a.py", "def one():\n    return 1\n")
+    repo.commit("one")
+    repo.write("b.py", "def two():\n    return 2\n")
+    repo.commit("two")
+    index(repo.path)
+
+    def lag() -> str:
+        checks = json.loads(gitrag("doctor", "--json", "--repo", str(repo.path), check=False).stdout)["checks"]
+        return next(c["detail"] for c in checks if c["name"] == "lag main")
+
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    assert lag().startswith("1 commit(s) ahead of HEAD")
+    repo.write("c.py", "def three():\n    return 3\n")
+    repo.commit("three")
+    assert lag().startswith("on another line of history: HEAD has 1 commit(s) the index lacks, the index 1")
+    index(repo.path)
+    repo.write("d.py", "def four():\n    return 4\n")
+    repo.commit("four")
+    assert lag().startswith("1 commit(s) behind")
