@@ -87,10 +87,25 @@ def find_target(repo: GitRepo) -> Target:
     return Target(path, path, scope)
 
 
-def render(name: str, python: str = sys.executable) -> str:
-    """The hook script ``name`` with ``python`` as its interpreter."""
+REF_HOOK_GIT = (2, 28)  # the first git that runs reference-transaction
+
+
+def ref_hook_runs() -> bool:
+    """Whether the installed git runs the reference-transaction hook (2.28 or newer)."""
+    try:
+        text = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return tuple(int(n) for n in re.findall(r"\d+", text)[:2]) >= REF_HOOK_GIT
+
+
+def render(name: str, python: str = sys.executable, refs: bool = False) -> str:
+    """The hook script ``name`` with ``python`` as its interpreter. ``refs``: git runs
+    reference-transaction, so post-commit, post-merge and post-rewrite after an amend, which
+    would report the same move, stay quiet (one notifier per commit, not two)."""
     text = (resources.files("gitrag") / "hooks" / name).read_text(encoding="utf-8")
-    return re.sub(r"^GITRAG_PYTHON=.*$", lambda _: "GITRAG_PYTHON=" + shlex.quote(python), text, count=1, flags=re.M)
+    text = re.sub(r"^GITRAG_PYTHON=.*$", lambda _: "GITRAG_PYTHON=" + shlex.quote(python), text, count=1, flags=re.M)
+    return re.sub(r"^GITRAG_REFS=.*$", "GITRAG_REFS=" + ("1" if refs else "0"), text, count=1, flags=re.M)
 
 
 def is_ours(path: Path) -> bool:
@@ -162,16 +177,20 @@ def _place(path: Path, text: str) -> list[str]:
     return [*changes, f"wrote {path}"]
 
 
-def install_hooks(target: Target, python: str = sys.executable) -> list[str]:
+def install_hooks(target: Target, python: str = sys.executable, refs: bool | None = None) -> list[str]:
     """Write gitrag's scripts into ``target.folder``; returns what changed ([] when nothing).
+    ``refs`` (see :func:`render`): default, when git runs reference-transaction and runs
+    gitrag's scripts directly (a project hooks folder might call only some of them).
     Raises InstallError when a foreign hook and its ``.legacy`` both exist."""
+    if refs is None:
+        refs = target.explain is None and ref_hook_runs()
     target.folder.mkdir(parents=True, exist_ok=True)
     changes = []
     for name in HOOKS:
         path = slot(target.folder, name)
         if path.name.endswith(".legacy") and not is_ours(path):
             changes.append(f"{name} is pre-commit's: gitrag's script goes in as its {path.name}, which it runs")
-        changes += _place(path, render(name, python))
+        changes += _place(path, render(name, python, refs))
     return changes
 
 

@@ -104,6 +104,29 @@ def _ref_calls(log: Path) -> list[str]:
     return [c["argv"] for c in _calls(log, every=True) if "reference-transaction" in c["argv"]]
 
 
+def test_a_commit_amend_or_merge_starts_one_notifier(repo: Repo, tmp_path: Path) -> None:
+    """post-commit and post-merge stay quiet when git runs reference-transaction (>= 2.28):
+    one Python per move, as before the new hook."""
+    from tests.test_hooks import _calls
+
+    log = _stubbed(repo, tmp_path)
+    wait_for(lambda: _calls(log, every=True) or True, "")
+    before = len(_calls(log, every=True))
+    repo.write("b.py", "y = 2\n")
+    repo.commit("second")
+    repo.git("commit", "-q", "--amend", "-m", "second, amended")
+    repo.git("checkout", "-q", "-b", "side", "HEAD~1")
+    repo.write("c.py", "z = 3\n")
+    repo.commit("side")
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "side", "-m", "merge")
+    time.sleep(0.5)  # not an assertion: a stray call would have arrived by now
+    hooks = [c["argv"].split()[-2] if c["argv"].endswith("committed") else c["argv"].split()[-4]
+             for c in _calls(log, every=True)[before:]]
+    assert hooks.count("reference-transaction") == 5  # commit, amend, branch made, commit, merge
+    assert hooks.count("post-checkout") == 2 and len(hooks) == 7, hooks
+
+
 def test_other_refs_start_no_python_and_branches_are_named(repo: Repo, tmp_path: Path) -> None:
     log = _stubbed(repo, tmp_path)
     first = repo.head()
@@ -168,3 +191,51 @@ def test_doctor_says_how_the_index_stands_to_head(repo: Repo) -> None:
     repo.write("d.py", "def four():\n    return 4\n")
     repo.commit("four")
     assert lag().startswith("1 commit(s) behind")
+
+
+# -- ask catches up before it answers -------------------------------------------------------
+def _ask(repo: Repo, question: str, **env: str) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "ask", question, "--repo", str(repo.path), "--no-answer",
+                           "--json", "-k", "5"], capture_output=True, text=True, env={**os.environ, **env},
+                          stdin=subprocess.DEVNULL)
+    return proc.returncode, (json.loads(proc.stdout) if proc.stdout.strip() else {"stderr": proc.stderr})
+
+
+def test_ask_right_after_reset_answers_from_head(installed: Repo) -> None:
+    installed.git("reset", "-q", "--hard", "HEAD~1")
+    code, data = _ask(installed, "vanishing_function")
+    assert code == 0 and data["up_to_date"] and data["commit"] == installed.head()
+    assert "gone.py" not in {r["path"] for r in data["results"]}
+
+
+def test_new_branch_commit_and_ask_at_once_is_no_failure(installed: Repo) -> None:
+    """Case 3: `git checkout -b x` + commit + an immediate ask: exit 0, the new function found."""
+    installed.git("checkout", "-q", "-b", "x")
+    installed.write("fresh.py", "def brand_new_function():\n    return 9\n")
+    head = installed.commit("new")
+    code, data = _ask(installed, "brand_new_function")
+    assert code == 0, data
+    assert data["branch"] == "x" and data["commit"] == head and data["results"][0]["symbol"] == "brand_new_function"
+
+
+def test_ask_catches_up_on_a_move_no_hook_reported(installed: Repo) -> None:
+    for hook in (installed.path / ".git" / "hooks").iterdir():
+        if not hook.name.endswith(".sample"):
+            hook.unlink()  # the daemon hears nothing of what follows
+    installed.write("quiet.py", "def unheard_function():\n    return 5\n")
+    head = installed.commit("quiet")
+    code, data = _ask(installed, "unheard_function")
+    assert code == 0 and data["commit"] == head and data["results"][0]["symbol"] == "unheard_function"
+
+
+def test_past_the_wait_the_answer_says_it_is_behind(installed: Repo) -> None:
+    for hook in (installed.path / ".git" / "hooks").iterdir():
+        if not hook.name.endswith(".sample"):
+            hook.unlink()
+    old = installed.head()
+    installed.write("late.py", "def late_function():\n    return 6\n")
+    installed.commit("late")
+    code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="0")
+    assert code == 0 and not data["up_to_date"] and data["commit"] == old
+    code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="soon")
+    assert code != 0 and "GITRAG_ASK_WAIT" in data["stderr"]

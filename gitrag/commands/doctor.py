@@ -27,10 +27,9 @@ from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
 from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
 from gitrag.gitrepo import GitRepo
-from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
+from gitrag.install import HOOKS, REF_HOOK_GIT, explain, find_target, is_ours, line_end_fault, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
-REF_HOOK_GIT = (2, 28)  # the reference-transaction hook: every ref move is an event
 
 
 @dataclass

@@ -10,10 +10,11 @@ with its own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitrag.daemon import client
+from gitrag.daemon import catchup, client
 
 ASK_TIMEOUT_S = 300.0  # a cold daemon loads the model on the first question
 STATUS_TIMEOUT_S = 60.0
@@ -65,6 +66,8 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
         extra["exclude"] = list(exclude)
     if files:
         extra["files"] = True
+    if os.environ.get("GITRAG_ASK_WAIT"):  # sent only when set: the daemon's own default otherwise
+        extra["wait"] = catchup.ask_wait()
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
                     path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo), **extra)
     if data is None:

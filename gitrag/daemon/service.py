@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from gitrag import __version__, config, identity
-from gitrag.daemon import registry
+from gitrag.daemon import catchup, registry
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
 from gitrag.errors import ConfigError, GitragError
@@ -158,9 +158,12 @@ class Service:
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
                       lang: str = "", no_answer: bool = False, expand: int = 0,
                       settings: dict[str, Any] | None = None, exclude: Any = None,
-                      files: Any = False) -> dict[str, Any]:
-        """The contract's ask JSON, answered from the warm embedder and store; with
-        ``catching_up`` (one phrase) when the index is behind and the daemon is on it.
+                      files: Any = False, wait: Any = None) -> dict[str, Any]:
+        """The contract's ask JSON, answered from the warm embedder and store. An index behind
+        HEAD (or none yet for the branch) is caught up first, waiting up to ``wait`` seconds
+        (default ``GITRAG_ASK_WAIT``, 3; see gitrag.daemon.catchup); past that the answer
+        comes from the index there is, with ``catching_up`` (one phrase) saying what the
+        daemon is doing.
         ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
         Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now),
         ConfigError for an ``exclude`` that is not a list of non-empty strings."""
@@ -174,18 +177,43 @@ class Service:
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
-        try:
-            data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
+        wait_s = catchup.ask_wait(wait)
+
+        async def answer() -> dict[str, Any]:
+            return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
                                                  expand=expand, files=files).to_json())
-        except NotIndexed as exc:
-            busy = worker.catching_up(root)
-            if busy is None:
-                raise
-            raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
+
+        try:
+            data: dict[str, Any] | None = await answer()
+        except NotIndexed:
+            data = None
+        if catchup.behind(data) and wait_s > 0 and (data is not None or self._known(worker, root)):
+            # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
+            await catchup.catch_up(worker, root, wait_s)
+            data = None
+        if data is None:
+            try:
+                data = await answer()
+            except NotIndexed as exc:
+                busy = worker.catching_up(root)
+                if busy is None:
+                    raise
+                raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
         busy = worker.catching_up(root)
         if busy is not None and data.get("commit") != data.get("head"):
             data["catching_up"] = busy
         return data
+
+    def _known(self, worker: RepoWorker, root: str) -> bool:
+        """Whether the repository is one the daemon keeps (registered, or indexed on some
+        branch): a branch of it with no index yet is caught up on ``ask``; a repository never
+        indexed is not indexed behind its owner's back (NotIndexed says to run `gitrag index`)."""
+        if registry.is_registered(worker.common_dir):
+            return True
+        try:
+            return bool(worker.workspace(root).state.branches())
+        except GitragError:
+            return False
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""

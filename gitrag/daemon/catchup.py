@@ -1,0 +1,56 @@
+"""An answer is never older than HEAD without saying so: the daemon's catch-up before ``ask``.
+
+When ``ask`` finds the work tree's branch indexed behind its HEAD (a reset, a commit whose
+event is still in the debounce, a hook that never fired), or not indexed at all (a branch
+made a moment ago: its first sync starts from its parent's index, so it is small), the
+daemon queues a sync of that work tree at once (no debounce) and waits for it up to
+:func:`ask_wait` seconds, then answers. Past the wait it answers from the index it has,
+and the answer says so (``up_to_date: false`` and ``catching_up``).
+
+``GITRAG_ASK_WAIT``: seconds, default 3; 0 answers at once (the sync is still queued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from gitrag.errors import ConfigError
+
+DEFAULT_WAIT_S = 3.0
+POLL_S = 0.02
+
+
+def ask_wait(value: Any = None) -> float:
+    """Seconds ``ask`` waits for a catch-up: ``value`` (a client's request) when given, else
+    ``GITRAG_ASK_WAIT``, else 3. Raises ConfigError for a value that is not a number >= 0."""
+    raw = value if value is not None else os.environ.get("GITRAG_ASK_WAIT")
+    if raw is None or raw == "":
+        return DEFAULT_WAIT_S
+    try:
+        seconds = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"GITRAG_ASK_WAIT must be a number of seconds, not {raw!r}") from None
+    if not seconds >= 0:  # also NaN
+        raise ConfigError(f"GITRAG_ASK_WAIT must be 0 or more seconds, not {raw!r}")
+    return min(seconds, 600.0)
+
+
+def behind(data: dict[str, Any] | None) -> bool:
+    """Whether an ask answer (its JSON) came from an index that is not at HEAD (None: no index)."""
+    return data is None or (data.get("head") is not None and data.get("commit") != data.get("head"))
+
+
+async def catch_up(worker: Any, worktree: str, wait_s: float) -> bool:
+    """Queue a sync of ``worktree`` now and wait up to ``wait_s`` seconds for the daemon to be
+    done with it; returns whether it finished in time."""
+    worker.mark(worktree)
+    worker.kick()
+    deadline = time.monotonic() + wait_s
+    while worker.catching_up(worktree) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(POLL_S)
+    return True
