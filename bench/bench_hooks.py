@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=40, help="commits per repository")
     parser.add_argument("--files", type=int, default=300, help="files in the repository the daemon indexes")
     parser.add_argument("--embedder", default=os.environ.get("GITRAG_EMBEDDER", "hash"))
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between two measured git commands")
     opts = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-bench-hooks-"))
     os.environ.update(GITRAG_HOME=str(tmp / "home"), GITRAG_EMBEDDER=opts.embedder, HOME=str(tmp))
@@ -120,13 +122,18 @@ def main() -> None:
                 timed_commit(repo, 1000 + i)
         plain_ms, hooked_ms, older_ms = [], [], []
         tag_plain, tag_hooked = [], []
+        rng = random.Random(0)
         for i in range(opts.commits):
-            plain_ms.append(timed_commit(plain, i))
-            hooked_ms.append(timed_commit(hooked, i))
-            older_ms.append(timed_commit(older, i))
-            tag_plain.append(timed_run(["git", "tag", f"t{i}"], plain))
-            tag_hooked.append(timed_run(["git", "tag", f"t{i}"], hooked))
-            time.sleep(0.1)  # commits are seconds apart in life; let the notifier finish
+            ops = [(plain_ms, lambda: timed_commit(plain, i)), (hooked_ms, lambda: timed_commit(hooked, i)),
+                   (older_ms, lambda: timed_commit(older, i)),
+                   (tag_plain, lambda: timed_run(["git", "tag", f"t{i}"], plain)),
+                   (tag_hooked, lambda: timed_run(["git", "tag", f"t{i}"], hooked))]
+            rng.shuffle(ops)  # no configuration always runs right after another's notifier
+            for into, op in ops:
+                into.append(op())
+                # commits are seconds apart in life: let the notifier and the daemon's sync
+                # (after its 0.5 s debounce) finish before the next measurement
+                time.sleep(opts.pause)
         bare_ms, hook_ms = [], []  # the post-commit script alone, against an empty sh script
         noop = tmp / "noop.sh"
         noop.write_text("#!/bin/sh\nexit 0\n")

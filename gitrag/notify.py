@@ -9,7 +9,9 @@ It imports only the standard library (tests/test_hooks.py checks it):
     2. with ``--after-rebase GITDIR``: wait until that rebase has ended (a fast-forward
        rebase fires no post-rewrite, so the checkout that started it speaks at its end)
     3. find the work tree and the common git dir (one ``git rev-parse``)
-    4. drop the event unless the repository is registered (``gitrag install``)
+    4. apply the environment ``gitrag install`` recorded in the git dir (GITRAG_HOME and
+       the XDG folders: :mod:`gitrag.hookenv`), so the caller's does not matter; drop the
+       event unless the repository is registered, logging why (``dropped.jsonl``)
     5. send ``{"op": "notify"}`` with a 1 s timeout; when no daemon answers, append the
        event to the spool, which the daemon drains when it starts: no event is lost
 
@@ -29,6 +31,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from gitrag import hookenv
 
 SEND_TIMEOUT = 1.0  # seconds: connect + reply
 REBASE_POLL = 0.2  # seconds between looks at the rebase state
@@ -170,15 +174,21 @@ def run(argv: list[str]) -> str:
     if found is None and opts.git_dir:
         found = locate_git_dir(env, Path(opts.git_dir))
     if found is None:
+        hookenv.log_drop(opts.hook, "not a repository (git rev-parse found no work tree here, nor at --git-dir)")
         return "not a repository"
+    hookenv.apply(Path(found[1]))  # the GITRAG_HOME (and XDG folders) `gitrag install` ran with
     from gitrag.daemon import registry
 
     if not registry.is_registered(found[1]):
+        hookenv.log_drop(opts.hook, "not registered: run `gitrag install` in it", repo=found[0])
         return "not registered"
     return deliver(event(opts.hook, opts.args, *found, branch=opts.branch))
 
 
 def _log_failure() -> None:
+    exc = sys.exc_info()[1]
+    hookenv.log_drop(next((a for a in sys.argv[1:] if not a.startswith("-")), "?"),
+                     f"the notifier failed: {exc!r}"[:300] + " (traceback in notify.log)")
     try:
         from gitrag import config
 

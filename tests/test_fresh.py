@@ -213,9 +213,16 @@ def test_new_branch_commit_and_ask_at_once_is_no_failure(installed: Repo) -> Non
     installed.git("checkout", "-q", "-b", "x")
     installed.write("fresh.py", "def brand_new_function():\n    return 9\n")
     head = installed.commit("new")
-    code, data = _ask(installed, "brand_new_function")
-    assert code == 0, data
+    # straight over the socket, before the hook's event is through the debounce
+    data = client.request("ask", timeout=30.0, repo=str(installed.path), question="brand_new_function", k=3,
+                          no_answer=True)
     assert data["branch"] == "x" and data["commit"] == head and data["results"][0]["symbol"] == "brand_new_function"
+    installed.git("checkout", "-q", "-b", "y")
+    installed.write("fresh2.py", "def second_new_function():\n    return 10\n")
+    head = installed.commit("newer")
+    code, data = _ask(installed, "second_new_function")  # the CLI: exit 0, not 1
+    assert code == 0, data
+    assert data["branch"] == "y" and data["commit"] == head and data["results"][0]["symbol"] == "second_new_function"
 
 
 def test_ask_catches_up_on_a_move_no_hook_reported(installed: Repo) -> None:
@@ -239,3 +246,54 @@ def test_past_the_wait_the_answer_says_it_is_behind(installed: Repo) -> None:
     assert code == 0 and not data["up_to_date"] and data["commit"] == old
     code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="soon")
     assert code != 0 and "GITRAG_ASK_WAIT" in data["stderr"]
+
+
+# -- hooks that do not depend on the caller's environment, and log what they drop ----------
+def _git_env_without(*names: str) -> dict[str, str]:
+    from tests.gitutil import GIT_ENV
+
+    return {k: v for k, v in {**os.environ, **GIT_ENV}.items() if k not in names}
+
+
+def test_a_commit_from_an_environment_without_gitrag_home_is_indexed(installed: Repo) -> None:
+    """Case 4: an IDE or cron job lacking the GITRAG_HOME install ran with."""
+    installed.write("ide.py", "def from_the_ide():\n    return 7\n")
+    env = _git_env_without("GITRAG_HOME")
+    subprocess.run(["git", "add", "-A"], cwd=installed.path, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "from an IDE"], cwd=installed.path, env=env, check=True)
+    _caught(installed, "main", installed.head())
+    doctor = json.loads(gitrag("doctor", "--json", "--repo", str(installed.path), check=False).stdout)
+    assert next(c for c in doctor["checks"] if c["name"] == "events")["status"] == "ok"
+
+
+def test_a_dropped_event_is_logged_and_doctor_says_why(installed: Repo) -> None:
+    """Case 4: an event the notifier drops says why, where doctor reads it."""
+    from gitrag.daemon import registry
+
+    registry.remove(GitRepo_common(installed))  # registered no more, hooks still there
+    installed.write("lost.py", "def lost_function():\n    return 8\n")
+    installed.commit("dropped")
+    from gitrag import hookenv
+
+    entry = wait_for(lambda: hookenv.drops(), "the drop logged")[-1]
+    assert entry["reason"].startswith("not registered") and entry["repo"] == str(installed.path.resolve())
+    doctor = json.loads(gitrag("doctor", "--json", "--repo", str(installed.path), check=False).stdout)
+    events = next(c for c in doctor["checks"] if c["name"] == "events")
+    assert events["status"] == "warn" and "not registered" in events["detail"]
+
+
+def GitRepo_common(repo: Repo) -> Path:  # noqa: N802
+    from gitrag.gitrepo import GitRepo
+
+    return GitRepo(repo.path).common_dir
+
+
+def test_a_repository_path_with_a_newline(tmp_path: Path, daemon: subprocess.Popen[bytes]) -> None:
+    """Case 5: every hook event of such a repository used to be dropped without a word."""
+    odd = Repo(tmp_path / "line\nbreak" / "repo")
+    odd.write("a.py", "def before_the_break():\n    return 1\n")
+    odd.commit("first")
+    gitrag("install", "--no-systemd", "--repo", str(odd.path))
+    _caught(odd, "main", odd.head())
+    odd.write("b.py", "def after_the_break():\n    return 2\n")
+    _caught(odd, "main", odd.commit("second"))

@@ -89,6 +89,33 @@ def _hook_python(path: Path) -> str | None:
     return match.group(1).strip("'\"") if match else None
 
 
+DROPS_SINCE_S = 7 * 86400.0  # doctor reports the events dropped in the last week
+
+
+def check_events(repo: GitRepo) -> Check:
+    """The hook events dropped for this repository (gitrag.hookenv's log), and whether its
+    hooks report to the GITRAG_HOME this shell uses."""
+    from gitrag import hookenv
+
+    root = str(repo.root)
+    mine = [d for d in hookenv.drops(time.time() - DROPS_SINCE_S)
+            if d.get("repo") == root or str(d.get("cwd") or "").startswith(root)]
+    if mine:
+        last = mine[-1]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("time", 0))))
+        return Check("events", "warn", f"{len(mine)} hook event(s) dropped in the last 7 days, the last at {when} "
+                     f"({last.get('hook')}): {last.get('reason')} (log: {hookenv.drop_log()})",
+                     f"gitrag install --repo {root}, then `gitrag index --repo {root}`")
+    env = hookenv.recorded(repo.common_dir)
+    if env is not None and env.get("GITRAG_HOME") != hookenv.recorded_value("GITRAG_HOME"):
+        there = env.get("GITRAG_HOME") or "unset"
+        here = hookenv.recorded_value("GITRAG_HOME") or "unset"
+        return Check("events", "warn", f"this repository's hooks report to GITRAG_HOME={there} (recorded by "
+                     f"`gitrag install`); this shell has GITRAG_HOME={here}",
+                     f"run gitrag with GITRAG_HOME={there}, or `gitrag install --repo {root}` from this shell")
+    return Check("events", "ok", "no hook event dropped in the last 7 days")
+
+
 def check_daemon() -> Check:
     t0 = time.perf_counter()
     info = client.probe()
@@ -225,7 +252,7 @@ def doctor(repo: str, as_json: bool) -> int:
     """Run every check; print one line each (or ``{"ok", "checks": [...]}``)."""
     r = GitRepo(repo)
     settings = config.load_settings(r.workdir)
-    checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings),
+    checks = [check_git(), check_hooks(r), check_events(r), check_daemon(), check_embedder(settings), check_store(r, settings),
               check_config(settings)]
     checks += check_lag(r)
     ok = all(c.status != "fail" for c in checks)
