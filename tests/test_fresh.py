@@ -297,3 +297,75 @@ def test_a_repository_path_with_a_newline(tmp_path: Path, daemon: subprocess.Pop
     _caught(odd, "main", odd.head())
     odd.write("b.py", "def after_the_break():\n    return 2\n")
     _caught(odd, "main", odd.commit("second"))
+
+
+# -- a daemon that cannot wedge -----------------------------------------------------------
+def test_runtime_folder_removed_under_the_daemon(installed: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    """Case 6: logind removes XDG_RUNTIME_DIR at logout; the daemon re-creates its socket
+    and lock, stays the only daemon, and commits are still indexed."""
+    import shutil
+
+    from gitrag.daemon import protocol
+
+    shutil.rmtree(protocol.socket_path().parent)
+    info = wait_for(lambda: client.probe(timeout=0.5)["running"] and client.probe(timeout=0.5), "the socket back")
+    assert info["pid"] == daemon.pid
+    second = subprocess.run([sys.executable, "-m", "gitrag", "daemon"], capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert second.returncode == 1 and f"pid {daemon.pid}" in second.stderr  # one daemon per home
+    installed.write("after.py", "def after_logout():\n    return 1\n")
+    _caught(installed, "main", installed.commit("after logout"))
+    code, data = _ask(installed, "after_logout")
+    assert code == 0 and data["results"][0]["symbol"] == "after_logout"
+
+
+def test_a_stopped_daemon_costs_seconds_and_one_line(installed: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    """Case 7: SIGSTOP (a laptop suspended mid-sync): ask used to print nothing for minutes."""
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "gitrag", "ask", "kept_function", "--repo", str(installed.path),
+                               "--no-answer"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        took = time.monotonic() - t0
+        doctor = json.loads(gitrag("doctor", "--json", "--repo", str(installed.path), check=False).stdout)
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+    assert proc.returncode == 1 and took < 20, (took, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "did not answer" in lines[0] and f"kill -CONT {daemon.pid}" in lines[0]
+    check = next(c for c in doctor["checks"] if c["name"] == "daemon")
+    assert check["status"] == "fail" and "does not answer" in check["detail"]
+
+
+def test_a_daemon_of_another_build_is_refused_then_replaced_by_install(repo: Repo, tmp_path: Path) -> None:
+    """Case 10: an upgrade while the old daemon runs (both say 0.1.0)."""
+    import shutil
+
+    from gitrag import build
+    from tests.daemonutil import stop_daemon
+
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    old = tmp_path / "old"
+    shutil.copytree(Path(build.__file__).parent, old / "gitrag", symlinks=True)
+    with (old / "gitrag" / "__init__.py").open("a") as fh:
+        fh.write("# the release before\n")
+    env = {**os.environ, "PYTHONPATH": str(old)}
+    log = open(tmp_path / "old-daemon.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, cwd=old, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=log)
+    try:
+        wait_for(lambda: client.probe(timeout=0.5)["running"], "the old daemon")
+        asked = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer", check=False)
+        lines = [line for line in asked.stderr.splitlines() if line.strip()]
+        assert asked.returncode == 1 and len(lines) == 1 and "is gitrag 0.1.0 (build" in lines[0]
+        assert lines[0].count("build") == 2  # both named
+        doctor = json.loads(gitrag("doctor", "--json", "--repo", str(repo.path), check=False).stdout)
+        assert next(c for c in doctor["checks"] if c["name"] == "daemon")["status"] == "fail"
+        gitrag("install", "--no-systemd", "--repo", str(repo.path))
+        proc.wait(60)  # install stopped it
+        info = client.probe()
+        assert info["running"] and info["pid"] != proc.pid and build.same(info)
+    finally:
+        stop_daemon(proc)
+        log.close()

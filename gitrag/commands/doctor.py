@@ -123,10 +123,20 @@ def check_daemon() -> Check:
     queued = f"; {waiting} event(s) wait in {spool.spool_path()}" if waiting else ""
     if info.get("error"):
         return Check("daemon", "fail", info["error"] + queued, "see SECURITY.md: the socket")
+    if info.get("stuck"):
+        return Check("daemon", "fail", f"a daemon at {info['socket']} accepts connections but does not answer "
+                     f"(stopped or suspended?){queued}", "`kill -CONT PID` (the pid is in daemon.lock next to the "
+                     "socket), or `gitrag daemon --stop` and start it again")
     if not info["running"]:
         return Check("daemon", "fail", f"not reachable at {info['socket']}{queued}",
                      "gitrag install (or `systemctl --user start gitrag`, or `gitrag daemon`)")
     ms = (time.perf_counter() - t0) * 1000
+    from gitrag import build
+
+    if not build.same(info):
+        return Check("daemon", "fail", f"pid {info['pid']} runs gitrag {info.get('version')} (build "
+                     f"{info.get('build') or 'unnamed: older'}), this is gitrag {build.describe()}{queued}",
+                     "gitrag install (restarts it), or `gitrag daemon --stop` and start it again")
     return Check("daemon", "ok", f"pid {info['pid']} at {info['socket']}, answered in {ms:.0f} ms{queued}")
 
 

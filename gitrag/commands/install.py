@@ -121,7 +121,18 @@ def _hooks_path_notes(target: Target) -> None:
 
 
 def _ensure_daemon(use_systemd: bool) -> None:
+    from gitrag import build
+
     info = client.probe()
+    if info.get("stuck"):
+        from gitrag.daemon import handshake
+
+        handshake.check()  # raises DaemonStuck: one line saying what to do (no second daemon beside it)
+    if info["running"] and not build.same(info):  # an upgrade: the old daemon makes way
+        launch.stop()
+        output.info(f"stopped the gitrag daemon of gitrag {info.get('version')} (build {info.get('build') or '?'}, "
+                    f"pid {info['pid']}): this is gitrag {build.describe()}")
+        info = client.probe()
     if use_systemd:
         if info["running"]:
             launch.stop()  # a hand-started daemon makes way for the service

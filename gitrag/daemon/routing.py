@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitrag.daemon import catchup, client
+from gitrag.daemon import catchup, client, handshake
 
 ASK_TIMEOUT_S = 300.0  # a cold daemon loads the model on the first question
 STATUS_TIMEOUT_S = 60.0
@@ -22,6 +22,11 @@ PROGRESS_TIMEOUT_S = 5.0  # the daemon answers it from memory, opening nothing
 
 
 def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
+    """The daemon's result, or None when no daemon runs. A ping first (gitrag.daemon.handshake):
+    a stopped daemon, or one of another gitrag, is one line in a few seconds (DaemonStuck,
+    DaemonVersion), never a long silence or an unknown-argument error."""
+    if handshake.check() is None:
+        return None
     try:
         return client.request(op, timeout=timeout, **args)
     except client.ConnectError:

@@ -47,6 +47,9 @@ class Service:
         self.debounce: Debounce = debounce or (lambda key, fn: fn())
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
         self._embedders_lock = threading.Lock()
+        from gitrag.build import build_id
+
+        build_id()  # the code this daemon started with, not what is on disk when first asked
 
     # -- repositories ------------------------------------------------------------------
     def _open(self, path: Path, rebuild: bool = False) -> Workspace:
@@ -132,7 +135,10 @@ class Service:
         return {"accepted": True, "queue": worker.queue()}
 
     def info(self) -> dict[str, Any]:
-        return {"running": True, "pid": os.getpid(), "socket": self.socket, "version": __version__}
+        from gitrag.build import build_id
+
+        return {"running": True, "pid": os.getpid(), "socket": self.socket, "version": __version__,
+                "build": build_id(), "home": str(config.gitrag_home() or "")}
 
     # -- commands ----------------------------------------------------------------------
     async def cmd_ping(self) -> dict[str, Any]:
