@@ -52,6 +52,11 @@ class StoreError(GitragError):
     """The vector store failed (disk full, server down, corrupt collection)."""
 
 
+class StoreHeld(StoreError):
+    """The embedded store (a collection's shard) is open in another process: the daemon, or
+    another gitrag command. Typed, so callers route or wait on it instead of matching text."""
+
+
 class StateError(GitragError):
     """The SQLite state is missing, corrupt or from an incompatible gitrag version."""
 

@@ -369,3 +369,36 @@ def test_a_daemon_of_another_build_is_refused_then_replaced_by_install(repo: Rep
     finally:
         stop_daemon(proc)
         log.close()
+
+
+def test_several_in_process_readers_at_once_take_turns(repo: Repo) -> None:
+    """Case 8: three `gitrag ask` at once with no daemon: 4-5 of 9 failed 'open in another process'."""
+    from tests.gitutil import index
+
+    for i in range(30):
+        repo.write(f"m{i}.py", f"def function_{i}(x):\n    return x + {i}\n")
+    repo.commit("many")
+    index(repo.path)
+    for _ in range(3):
+        procs = [subprocess.Popen([sys.executable, "-m", "gitrag", "ask", "function_7", "--repo", str(repo.path),
+                                   "--no-answer", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL) for _ in range(3)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            assert json.loads(out)["results"][0]["symbol"] == "function_7"
+            assert "open in another process" not in err
+
+
+def test_a_held_store_is_a_typed_error(tmp_path: Path) -> None:
+    """The 'held' case is a type (StoreHeld), not a message to match."""
+    from gitrag.errors import StoreError, StoreHeld
+    from gitrag.store.edge import EdgeStore
+
+    first, second = EdgeStore(tmp_path / "store"), EdgeStore(tmp_path / "store")
+    first.create_collection("c", 4)
+    first.count("c")  # its shard open, its lock held
+    with pytest.raises(StoreHeld) as info:
+        second.count("c")
+    assert isinstance(info.value, StoreError)
+    first.close()

@@ -4,10 +4,10 @@ import sys
 
 from rich.markup import escape
 
-from gitrag import output
+from gitrag import held, output
 from gitrag.answer import Answer, weak_message, write_answer
 from gitrag.config import Settings
-from gitrag.errors import EXIT_OK, StoreError
+from gitrag.errors import EXIT_OK
 from gitrag.retrieval import AskResponse
 from gitrag.retrieval import ask as run_ask
 from gitrag.store import SearchFilter
@@ -25,18 +25,19 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     if routed is not None:
         response, settings, catching_up = routed
     else:
-        ws = open_workspace(repo)
-        try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files)
-        except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
-            again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
-                                files=files) if routing.held_elsewhere(exc) else None
-            if again is None:
-                raise
-            response, _, catching_up = again
-        finally:
-            ws.close()
-        settings = ws.settings
+        def attempt() -> routing.Routed:
+            ws = open_workspace(repo)
+            try:
+                return routing.Routed(run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files),
+                                      ws.settings)
+            finally:
+                ws.close()
+
+        # the store held: by a daemon started since we looked (ask it), or another command (wait)
+        response, settings, catching_up = held.until_free(
+            attempt, lambda: routing.ask(repo, question, k, mode, path, lang, no_answer, expand,
+                                         exclude=tuple(exclude), files=files),
+            lambda: output.info("the index is open in another gitrag process; waiting for it"))
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
         extra = {"catching_up": catching_up}

@@ -45,7 +45,9 @@ def _settings(repo: str) -> dict[str, Any]:
 def held_elsewhere(exc: BaseException) -> bool:
     """Whether ``exc`` says the embedded store is open in another process (a daemon that
     started after this command looked for one): then the command asks through it."""
-    return "is open in another process" in str(exc)
+    from gitrag.errors import StoreHeld
+
+    return isinstance(exc, StoreHeld)
 
 
 class Routed(NamedTuple):

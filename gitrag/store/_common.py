@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gitrag.errors import StoreError
+from gitrag.errors import StoreError, StoreHeld
 
 # Collection names become directory names (embedded) or URL segments (server).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
@@ -68,4 +68,11 @@ def translate(where: str) -> Iterator[None]:
     except StoreError:
         raise
     except Exception as exc:  # the engines raise bare Exception
-        raise StoreError(explain(exc, where)) from exc
+        text = explain(exc, where)
+        raise (StoreHeld if is_held(exc) else StoreError)(text) from exc
+
+
+def is_held(exc: BaseException) -> bool:
+    """Whether an engine exception says the store is open (locked) in another process."""
+    low = (str(exc) or type(exc).__name__).lower()
+    return any(s in low for s in _LOCKED)
