@@ -402,3 +402,13 @@ def test_a_held_store_is_a_typed_error(tmp_path: Path) -> None:
         second.count("c")
     assert isinstance(info.value, StoreError)
     first.close()
+
+
+def test_not_indexed_says_where_the_daemon_looked(repo: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    """Case 11 (the daemon's part): a client of another GITRAG_HOME (an MCP server started
+    elsewhere) learns which folder and home the daemon looked in."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    proc = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer", check=False)
+    assert proc.returncode == 1 and "not indexed" in proc.stderr
+    assert f"GITRAG_HOME={os.environ['GITRAG_HOME']}" in proc.stderr and "the daemon looked in" in proc.stderr

@@ -114,6 +114,16 @@ def gc(repo: str) -> dict[str, Any] | None:
     return _request("gc", None, repo=str(Path(repo).absolute()))
 
 
+def release(repo: str) -> bool:
+    """Ask a running daemon to close the repository's store (see ``Service.cmd_release``);
+    True when it did or no daemon runs. A daemon older than the op: False."""
+    try:
+        data = _request("release", STATUS_TIMEOUT_S, repo=str(Path(repo).absolute()))
+    except client.CommandError:
+        return False
+    return data is None or bool(data.get("released"))
+
+
 def response_from_json(data: dict[str, Any]) -> Any:
     """An AskResponse rebuilt from its ``to_json()`` (unknown result fields ignored)."""
     from dataclasses import fields

@@ -202,8 +202,10 @@ class Service:
                 data = await answer()
             except NotIndexed as exc:
                 busy = worker.catching_up(root)
-                if busy is None:
-                    raise
+                if busy is None:  # say where it looked: a client of another GITRAG_HOME reads this
+                    home = config.gitrag_home()
+                    raise NotIndexed(f"{exc} (the daemon looked in {config.repo_data_dir(Path(worker.common_dir))}, "
+                                     f"GITRAG_HOME={home or 'unset'})") from None
                 raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
         busy = worker.catching_up(root)
         if busy is not None and data.get("commit") != data.get("head"):
@@ -283,6 +285,16 @@ class Service:
             return index_gc.collect(ws, checked_out)
 
         return await worker.serial(run)
+
+    async def cmd_release(self, repo: str) -> dict[str, Any]:
+        """Close the repository's workspace (its store) unless a sync or read is in flight, so
+        a command that needs the store in its own process (``gitrag eval``) can open it; the
+        next event or request opens it again. ``{"released": bool}`` (false: busy, try later)."""
+        repo_ = GitRepo(repo)
+        worker = self.workers.get(str(repo_.common_dir))
+        if worker is None or not worker.is_open:
+            return {"released": True}
+        return {"released": await worker.serial(worker.close_if_idle)}
 
     async def cmd_stop(self) -> dict[str, Any]:
         """Ask the daemon to finish the running syncs and exit; ``{"stopping": true}``."""
