@@ -107,6 +107,9 @@ def until_head(repo: Path, question: str, gone: str | None, result: Result) -> N
         served = gone is not None and any(r.get("symbol") == gone for r in data["results"])
         if served and data.get("up_to_date") and not data.get("catching_up"):
             result.stale_unflagged += 1
+            if os.environ.get("BENCH_FRESH_DEBUG"):
+                print("stale:", question, head[:8], {k: data.get(k) for k in ("branch", "commit", "head", "up_to_date",
+                      "worktree_changes")}, [(r["path"], r["symbol"]) for r in data["results"][:3]], flush=True)
         if data.get("commit") == head:
             result.seconds.append(time.perf_counter() - t0)
             return
@@ -209,8 +212,11 @@ def main() -> None:
         first_s = time.perf_counter() - t0
         chunks = client.request("status", repo=str(repo))["repos"][0]["branches"][0]["points"]
         git(repo, "branch", "side")
+        only = [n for n in os.environ.get("BENCH_FRESH_ONLY", "").split(",") if n]
         for i in range(opts.rounds):
             for name, run in scenarios(repo).items():
+                if only and name not in only:
+                    continue
                 run(i, results.setdefault(name, Result()))
     finally:
         client.request("stop", timeout=5.0)

@@ -38,9 +38,17 @@ def ask_wait(value: Any = None) -> float:
     return min(seconds, 600.0)
 
 
-def behind(data: dict[str, Any] | None) -> bool:
-    """Whether an ask answer (its JSON) came from an index that is not at HEAD (None: no index)."""
-    return data is None or (data.get("head") is not None and data.get("commit") != data.get("head"))
+def lag(ws: Any) -> str | None:
+    """How the index of the work tree's branch stands to its HEAD, from the state alone (no
+    search): None when it is at HEAD (or there is no commit), ``"behind"`` when it is at
+    another commit, ``"none"`` when the branch has no index yet."""
+    head = ws.repo.head()
+    if head is None:
+        return None
+    branch = ws.state.branch(ws.repo.branch())
+    if branch is None:
+        return "none"
+    return None if branch.indexed_commit == head else "behind"
 
 
 async def catch_up(worker: Any, worktree: str, wait_s: float) -> bool:

@@ -189,24 +189,19 @@ class Service:
             return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
                                                  expand=expand, files=files).to_json())
 
-        try:
-            data: dict[str, Any] | None = await answer()
-        except NotIndexed:
-            data = None
-        if catchup.behind(data) and wait_s > 0 and (data is not None or self._known(worker, root)):
+        lag = await worker.read(lambda: catchup.lag(worker.workspace(root)))  # no search yet: cheap
+        if lag is not None and wait_s > 0 and (lag == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
             await catchup.catch_up(worker, root, wait_s)
-            data = None
-        if data is None:
-            try:
-                data = await answer()
-            except NotIndexed as exc:
-                busy = worker.catching_up(root)
-                if busy is None:  # say where it looked: a client of another GITRAG_HOME reads this
-                    home = config.gitrag_home()
-                    raise NotIndexed(f"{exc} (the daemon looked in {config.repo_data_dir(Path(worker.common_dir))}, "
-                                     f"GITRAG_HOME={home or 'unset'})") from None
-                raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
+        try:
+            data = await answer()
+        except NotIndexed as exc:
+            busy = worker.catching_up(root)
+            if busy is None:  # say where it looked: a client of another GITRAG_HOME reads this
+                home = config.gitrag_home()
+                raise NotIndexed(f"{exc} (the daemon looked in {config.repo_data_dir(Path(worker.common_dir))}, "
+                                 f"GITRAG_HOME={home or 'unset'})") from None
+            raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
         busy = worker.catching_up(root)
         if busy is not None and data.get("commit") != data.get("head"):
             data["catching_up"] = busy
