@@ -212,6 +212,12 @@ def main() -> None:
         first_s = time.perf_counter() - t0
         chunks = client.request("status", repo=str(repo))["repos"][0]["branches"][0]["points"]
         git(repo, "branch", "side")
+        baseline = []  # an ask of an index already at HEAD: what every answer costs on this machine now
+        for q in ("parse command line options", "read a configuration file", "format a date", "compress bytes",
+                  "walk a directory tree"):
+            t1 = time.perf_counter()
+            ask(repo, q)
+            baseline.append(time.perf_counter() - t1)
         only = [n for n in os.environ.get("BENCH_FRESH_ONLY", "").split(",") if n]
         for i in range(opts.rounds):
             for name, run in scenarios(repo).items():
@@ -222,6 +228,8 @@ def main() -> None:
         client.request("stop", timeout=5.0)
     print(f"repository: {opts.files} standard-library modules, {chunks} chunks (first index {first_s:.1f} s), "
           f"embedder {opts.embedder}, {opts.rounds} rounds")
+    print(f"an ask of an index at HEAD: p50 {statistics.median(baseline):.2f} s, max {max(baseline):.2f} s "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"{'git command':<22} {'p50 s':>6} {'p95 s':>6} {'max s':>6} {'answers':>8} {'stale, no note':>15}")
     every: list[float] = []
     stale = 0
