@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gitrag.errors import ConfigError
 
 DEFAULT_WAIT_S = 3.0
 POLL_S = 0.02
+AT_HEAD_POLL_S = 0.1  # seconds between two looks at the state (a thread hop and one SQLite read)
 
 
 def ask_wait(value: Any = None) -> float:
@@ -51,14 +53,23 @@ def lag(ws: Any) -> str | None:
     return None if branch.indexed_commit == head else "behind"
 
 
-async def catch_up(worker: Any, worktree: str, wait_s: float) -> bool:
-    """Queue a sync of ``worktree`` now and wait up to ``wait_s`` seconds for the daemon to be
-    done with it; returns whether it finished in time."""
+async def catch_up(worker: Any, worktree: str, wait_s: float,
+                   at_head: Callable[[], Awaitable[bool]] | None = None) -> bool:
+    """Queue a sync of ``worktree`` now and wait up to ``wait_s`` seconds until the daemon is
+    done with it, or (``at_head()``, polled every :data:`AT_HEAD_POLL_S`) its index is at
+    HEAD, whichever comes first: a hook event that arrives during the sync queues another
+    one, which need not be waited for. Returns whether it got there in time."""
     worker.mark(worktree)
     worker.kick()
     deadline = time.monotonic() + wait_s
+    next_look = time.monotonic() + AT_HEAD_POLL_S
     while worker.catching_up(worktree) is not None:
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return False
+        if at_head is not None and now >= next_look:
+            if await at_head():
+                return True
+            next_look = time.monotonic() + AT_HEAD_POLL_S
         await asyncio.sleep(POLL_S)
     return True

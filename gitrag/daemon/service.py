@@ -189,10 +189,16 @@ class Service:
             return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
                                                  expand=expand, files=files).to_json())
 
-        lag = await worker.read(lambda: catchup.lag(worker.workspace(root)))  # no search yet: cheap
-        if lag is not None and wait_s > 0 and (lag == "behind" or self._known(worker, root)):
+        async def lag() -> str | None:  # from the state alone, no search: cheap
+            return await worker.read(lambda: catchup.lag(worker.workspace(root)))
+
+        behind = await lag()
+        if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
-            await catchup.catch_up(worker, root, wait_s)
+            async def at_head() -> bool:
+                return await lag() is None
+
+            await catchup.catch_up(worker, root, wait_s, at_head)
         try:
             data = await answer()
         except NotIndexed as exc:
