@@ -412,3 +412,21 @@ def test_not_indexed_says_where_the_daemon_looked(repo: Repo, daemon: subprocess
     proc = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer", check=False)
     assert proc.returncode == 1 and "not indexed" in proc.stderr
     assert f"GITRAG_HOME={os.environ['GITRAG_HOME']}" in proc.stderr and "the daemon looked in" in proc.stderr
+
+
+def test_doctor_warns_when_git_runs_no_reference_transaction_hook(repo: Repo, tmp_path: Path) -> None:
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "git version 2.27.0"; exit 0; }}\nexec {real} "$@"\n')
+    shim.chmod(0o755)
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "doctor", "--json", "--repo", str(repo.path)],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    check = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "git")
+    assert check["status"] == "warn" and "older than 2.28" in check["detail"] and "reset" in check["detail"]
+    from gitrag import install
+
+    assert install.ref_hook_runs()  # the real git here is newer
