@@ -62,6 +62,11 @@ class StoreDamaged(StoreError):
     store is derived from git and the vector cache: :mod:`gitrag.heal` rebuilds it."""
 
 
+class StoreHeld(StoreError):
+    """The embedded store (a collection's shard) is open in another process: the daemon, or
+    another gitrag command. Typed, so callers route or wait on it instead of matching text."""
+
+
 class StateError(GitragError):
     """The SQLite state is missing, corrupt or from an incompatible gitrag version."""
 

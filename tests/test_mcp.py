@@ -264,7 +264,9 @@ def test_python_bases_and_subclasses(indexed: Repo, tmp_path: Path) -> None:
     _drive(indexed.path, tmp_path, body)
 
 
-def test_freshness_and_snippets_come_from_the_indexed_commit(indexed: Repo, tmp_path: Path) -> None:
+def test_freshness_and_snippets_come_from_the_indexed_commit(indexed: Repo, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRAG_ASK_WAIT", "0")  # answer from the index there is (no catch-up first)
     indexed.write("app/util.py", UTIL.replace("Upper-case text.", "EDITED IN THE WORK TREE"))
     indexed.write("app/new.py", "x = 1\n")
     indexed.git("add", "app/new.py")

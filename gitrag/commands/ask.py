@@ -56,28 +56,30 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
 def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
                 exclude: tuple[str, ...], files: bool) -> tuple[AskResponse, Settings, str | None]:
     """The answer from this process's own workspace (no daemon runs): (response, settings,
-    catching_up). A daemon that started since we looked holds the store: then it is asked."""
-    from gitrag import heal
+    catching_up). A damaged store is rebuilt and asked again (gitrag.heal); a store held by a
+    daemon started since we looked is asked through it, one held by another command is
+    waited for (gitrag.held)."""
+    from gitrag import heal, held
     from gitrag.daemon import routing
-    from gitrag.errors import StoreError
     from gitrag.retrieval import ask as run_ask
     from gitrag.store import SearchFilter
     from gitrag.workspace import open_workspace
 
     scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
-    ws = open_workspace(repo)
-    try:
-        response = heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand,
-                                                      files=files))  # a damaged store: rebuilt, asked again
-        return response, ws.settings, None
-    except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
-        again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=exclude,
-                            files=files) if routing.held_elsewhere(exc) else None
-        if again is None:
-            raise
-        return again.response, ws.settings, again.catching_up
-    finally:
-        ws.close()
+
+    def attempt() -> routing.Routed:
+        ws = open_workspace(repo)
+        try:
+            return routing.Routed(heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope,
+                                                                     expand=expand, files=files)), ws.settings)
+        finally:
+            ws.close()
+
+    response, settings, catching_up = held.until_free(
+        attempt, lambda: routing.ask(repo, question, k, mode, path, lang, no_answer, expand,
+                                     exclude=exclude, files=files),
+        lambda: output.info("the index is open in another gitrag process; waiting for it"))
+    return response, settings, catching_up
 
 
 def _blames(repo: str, r: AskResponse) -> list[dict | None]:

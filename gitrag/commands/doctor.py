@@ -29,9 +29,9 @@ from typing import Any
 from gitrag import config, output
 from gitrag.config import Settings
 from gitrag.daemon import client, registry, spool
-from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError, StoreError
+from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError, StoreError, StoreHeld
 from gitrag.gitrepo import GitRepo
-from gitrag.install import HOOKS, explain, find_target, is_ours, line_end_fault, slot
+from gitrag.install import HOOKS, REF_HOOK_GIT, explain, find_target, is_ours, line_end_fault, slot
 
 MIN_GIT = (2, 26)  # git config --show-scope
 
@@ -54,6 +54,10 @@ def check_git() -> Check:
     found = tuple(int(n) for n in re.findall(r"\d+", text)[:2])
     if found < MIN_GIT:
         return Check("git", "fail", f"{text}: older than 2.26", "install git 2.26 or newer")
+    if found < REF_HOOK_GIT:
+        return Check("git", "warn", f"{text}: older than 2.28, which runs no reference-transaction hook, so a "
+                     f"reset, branch -f, update-ref, filter-branch or fetch into a local branch reaches the index "
+                     f"only at the next reconcile (up to 300 s) or `gitrag ask`", "install git 2.28 or newer")
     return Check("git", "ok", text)
 
 
@@ -99,6 +103,33 @@ def _hook_python(path: Path) -> str | None:
         return None
 
 
+DROPS_SINCE_S = 7 * 86400.0  # doctor reports the events dropped in the last week
+
+
+def check_events(repo: GitRepo) -> Check:
+    """The hook events dropped for this repository (gitrag.hookenv's log), and whether its
+    hooks report to the GITRAG_HOME this shell uses."""
+    from gitrag import hookenv
+
+    root = str(repo.root)
+    mine = [d for d in hookenv.drops(time.time() - DROPS_SINCE_S)
+            if d.get("repo") == root or str(d.get("cwd") or "").startswith(root)]
+    if mine:
+        last = mine[-1]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("time", 0))))
+        return Check("events", "warn", f"{len(mine)} hook event(s) dropped in the last 7 days, the last at {when} "
+                     f"({last.get('hook')}): {last.get('reason')} (log: {hookenv.drop_log()})",
+                     f"gitrag install --repo {root}, then `gitrag index --repo {root}`")
+    env = hookenv.recorded(repo.common_dir)
+    if env is not None and env.get("GITRAG_HOME") != hookenv.recorded_value("GITRAG_HOME"):
+        there = env.get("GITRAG_HOME") or "unset"
+        here = hookenv.recorded_value("GITRAG_HOME") or "unset"
+        return Check("events", "warn", f"this repository's hooks report to GITRAG_HOME={there} (recorded by "
+                     f"`gitrag install`); this shell has GITRAG_HOME={here}",
+                     f"run gitrag with GITRAG_HOME={there}, or `gitrag install --repo {root}` from this shell")
+    return Check("events", "ok", "no hook event dropped in the last 7 days")
+
+
 def check_daemon() -> Check:
     t0 = time.perf_counter()
     info = client.probe()
@@ -106,10 +137,20 @@ def check_daemon() -> Check:
     queued = f"; {waiting} event(s) wait in {spool.spool_path()}" if waiting else ""
     if info.get("error"):
         return Check("daemon", "fail", info["error"] + queued, "see SECURITY.md: the socket")
+    if info.get("stuck"):
+        return Check("daemon", "fail", f"a daemon at {info['socket']} accepts connections but does not answer "
+                     f"(stopped or suspended?){queued}", "`kill -CONT PID` (the pid is in daemon.lock next to the "
+                     "socket), or `gitrag daemon --stop` and start it again")
     if not info["running"]:
         return Check("daemon", "fail", f"not reachable at {info['socket']}{queued}",
                      "gitrag install (or `systemctl --user start gitrag`, or `gitrag daemon`)")
     ms = (time.perf_counter() - t0) * 1000
+    from gitrag import build
+
+    if not build.same(info):
+        return Check("daemon", "fail", f"pid {info['pid']} runs gitrag {info.get('version')} (build "
+                     f"{info.get('build') or 'unnamed: older'}), this is gitrag {build.describe()}{queued}",
+                     "gitrag install (restarts it), or `gitrag daemon --stop` and start it again")
     return Check("daemon", "ok", f"pid {info['pid']} at {info['socket']}, answered in {ms:.0f} ms{queued}")
 
 
@@ -213,9 +254,7 @@ def check_lag(repo: GitRepo) -> list[Check]:
         elif head == b.indexed_commit:
             checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
         else:
-            indexed = b.indexed_commit
-            behind = repo.repo.ahead_behind(head, indexed)[0] if indexed and repo.has_commit(indexed) else "?"
-            checks.append(Check(f"lag {b.name}", "warn", f"{behind} commit(s) behind: indexed "
+            checks.append(Check(f"lag {b.name}", "warn", f"{lag_phrase(repo, head, b.indexed_commit)}: indexed "
                                 f"{str(b.indexed_commit)[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
     return checks
 
@@ -239,7 +278,7 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
     except sqlite3.DatabaseError as exc:
         return Check(name, "fail", f"{ws.state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")
     except StoreError as exc:
-        if "open in another process" in str(exc):
+        if isinstance(exc, StoreHeld):
             return Check(name, "warn", "the daemon holds the store: its contents were not checked",
                          "stop it (`gitrag daemon --stop`), run `gitrag doctor --deep`, start it again")
         return Check(name, "fail", str(exc), f"gitrag index --rebuild --repo {repo.root}")
@@ -253,13 +292,28 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
                              f"in {ms:.0f} ms" + ("" if deep else " (`--deep` checks them all)"))
 
 
+def lag_phrase(repo: GitRepo, head: str, indexed: str | None) -> str:
+    """How the indexed commit stands to ``head``: ``3 commit(s) behind``; ``1 commit(s) ahead of
+    HEAD (HEAD moved back: a reset?)``; ``on another line of history (...)``; ``? commit(s)
+    behind`` when the indexed commit is not in the repository any more."""
+    if not indexed or not repo.has_commit(indexed):
+        return "? commit(s) behind (the indexed commit is gone from the repository)"
+    missing, extra = repo.repo.ahead_behind(head, indexed)  # in HEAD only, in the index only
+    if extra == 0:
+        return f"{missing} commit(s) behind"
+    if missing == 0:
+        return f"{extra} commit(s) ahead of HEAD (HEAD moved back: a reset?)"
+    return (f"on another line of history: HEAD has {missing} commit(s) the index lacks, the index {extra} "
+            f"HEAD lacks (a rebase, amend or reset?)")
+
+
 def doctor(repo: str, as_json: bool, deep: bool = False) -> int:
     """Run every check; print one line each (or ``{"ok", "checks": [...]}``). ``deep``:
     the integrity check reads every point and cache row (see :func:`check_integrity`)."""
     r = GitRepo(repo)
     settings = config.load_settings(r.workdir)
-    checks = [check_git(), check_hooks(r), check_daemon(), check_embedder(settings), check_store(r, settings),
-              check_config(settings)]
+    checks = [check_git(), check_hooks(r), check_events(r), check_daemon(), check_embedder(settings),
+              check_store(r, settings), check_config(settings)]
     checks += check_lag(r)
     checks.append(check_integrity(r, deep))
     ok = all(c.status != "fail" for c in checks)

@@ -40,6 +40,9 @@ def evaluate(
     data = load_dataset(questions)
     excluded = SearchFilter(exclude=tuple(exclude)) if exclude else None  # checks the globs first
     scope = data.scope if scope is None else scope
+    from gitrag.daemon import routing
+
+    routing.release(repo)  # a daemon that used the repository lately closes its store for this run
     ws = open_workspace(repo)
     held = contextlib.ExitStack()  # the repository's index lock, released after the store closes
     try:
@@ -50,8 +53,6 @@ def evaluate(
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
         report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, ablate, excluded), k, scope)
     except StoreError as exc:
-        from gitrag.daemon import routing
-
         if not routing.held_elsewhere(exc):
             raise
         raise StoreError("gitrag eval searches the index in its own process, and the running gitrag daemon holds "

@@ -26,6 +26,7 @@ def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
     config.repo_data_dir(r.common_dir)  # gives the repository its id, which the registry records
     if registry.add(r.common_dir, target.folder):
         output.info(f"registered {r.common_dir} with the daemon")
+    _record_env(r)
     _ensure_daemon(unit.available() if use_systemd is None else use_systemd)
     if first_index:
         _first_index(r)
@@ -53,6 +54,12 @@ def uninstall(repo: str) -> int:
             changes.append(f"left the hooks in {folder}: {len(users)} other registered repositories use them")
         elif folder.is_dir():
             changes += uninstall_hooks(folder)
+    from gitrag import hookenv
+
+    try:
+        hookenv.forget(r.common_dir)
+    except OSError:
+        pass  # a git dir that cannot be written never had one
     if target.explain is not None:
         changes.append(f"remove the lines calling {target.folder} from the hooks in {target.explain}")
     try:  # read first: a repository never registered needs no write (an install that failed)
@@ -69,6 +76,20 @@ def uninstall(repo: str) -> int:
             changes.append(f"stopped the gitrag daemon (pid {pid}): no repository is registered any more")
     _say(changes or ["nothing to remove"])
     return EXIT_OK
+
+
+def _record_env(r: GitRepo) -> None:
+    """Record GITRAG_HOME and the XDG folders in the git dir, so hooks fired from another
+    environment (an IDE, cron) report here (gitrag.hookenv); a git dir that cannot be
+    written gets one line saying what that means."""
+    from gitrag import hookenv
+
+    try:
+        if hookenv.recorded(r.common_dir) != {n: hookenv.recorded_value(n) for n in hookenv.NAMES}:
+            hookenv.record(r.common_dir)
+    except OSError as exc:
+        output.info(f"could not write {r.common_dir / hookenv.ENV_FILE} ({exc.strerror}): commits from an "
+                    f"environment without this one's GITRAG_HOME will not reach the daemon")
 
 
 def _say_pruned(changes: list[dict[str, str | None]]) -> None:
@@ -100,7 +121,18 @@ def _hooks_path_notes(target: Target) -> None:
 
 
 def _ensure_daemon(use_systemd: bool) -> None:
+    from gitrag import build
+
     info = client.probe()
+    if info.get("stuck"):
+        from gitrag.daemon import handshake
+
+        handshake.check()  # raises DaemonStuck: one line saying what to do (no second daemon beside it)
+    if info["running"] and not build.same(info):  # an upgrade: the old daemon makes way
+        launch.stop()
+        output.info(f"stopped the gitrag daemon of gitrag {info.get('version')} (build {info.get('build') or '?'}, "
+                    f"pid {info['pid']}): this is gitrag {build.describe()}")
+        info = client.probe()
     if use_systemd:
         if info["running"]:
             launch.stop()  # a hand-started daemon makes way for the service

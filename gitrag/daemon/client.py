@@ -157,13 +157,17 @@ def request(op: str, /, *, timeout: float | None = 30.0, socket_path: Path | Non
 
 
 def probe(timeout: float = 2.0) -> dict[str, Any]:
-    """``{"running": bool, "pid": int | None, "socket": str}``: whether a daemon answers a ping;
-    with ``"error"`` (one line) when the socket was refused as untrusted."""
+    """``{"running": bool, "pid": int | None, "socket": str, "version", "build"}``: whether a
+    daemon answers a ping; with ``"error"`` (one line) when the socket was refused as
+    untrusted, ``"stuck": true`` when a daemon accepted but did not answer in ``timeout``."""
     path = protocol.socket_path()
     try:
         info = request("ping", timeout=timeout, socket_path=path)
     except UntrustedSocket as exc:
         return {"running": False, "pid": None, "socket": str(path), "error": str(exc)}
+    except Timeout:  # accepted, no answer: stopped (SIGSTOP), suspended, wedged
+        return {"running": False, "pid": None, "socket": str(path), "stuck": True}
     except DaemonError:
         return {"running": False, "pid": None, "socket": str(path)}
-    return {"running": True, "pid": info.get("pid"), "socket": str(path), "version": info.get("version")}
+    return {"running": True, "pid": info.get("pid"), "socket": str(path), "version": info.get("version"),
+            "build": info.get("build")}

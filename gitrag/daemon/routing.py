@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitrag.daemon import client
+from gitrag.daemon import catchup, client, handshake
 
 ASK_TIMEOUT_S = 300.0  # a cold daemon loads the model on the first question
 STATUS_TIMEOUT_S = 60.0
@@ -27,6 +27,11 @@ PROGRESS_TIMEOUT_S = 5.0  # the daemon answers it from memory, opening nothing
 
 
 def _request(op: str, timeout: float | None, **args: Any) -> Any | None:
+    """The daemon's result, or None when no daemon runs. A ping first (gitrag.daemon.handshake):
+    a stopped daemon, or one of another gitrag, is one line in a few seconds (DaemonStuck,
+    DaemonVersion), never a long silence or an unknown-argument error."""
+    if handshake.check() is None:
+        return None
     try:
         return client.request(op, timeout=timeout, **args)
     except client.ConnectError:
@@ -71,7 +76,9 @@ def _settings(repo: str) -> dict[str, Any]:
 def held_elsewhere(exc: BaseException) -> bool:
     """Whether ``exc`` says the embedded store is open in another process (a daemon that
     started after this command looked for one): then the command asks through it."""
-    return "is open in another process" in str(exc)
+    from gitrag.errors import StoreHeld
+
+    return isinstance(exc, StoreHeld)
 
 
 class Routed(NamedTuple):
@@ -96,6 +103,8 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
         extra["exclude"] = list(exclude)
     if files:
         extra["files"] = True
+    if os.environ.get("GITRAG_ASK_WAIT"):  # sent only when set: the daemon's own default otherwise
+        extra["wait"] = catchup.ask_wait()
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
                     path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo), **extra)
     if data is None:
@@ -133,6 +142,16 @@ def gc(repo: str) -> dict[str, Any] | None:
     """The gc result from the daemon, or None when no daemon runs (settings judged first, as in status)."""
     _settings(repo)
     return _request("gc", None, repo=str(Path(repo).absolute()))
+
+
+def release(repo: str) -> bool:
+    """Ask a running daemon to close the repository's store (see ``Service.cmd_release``);
+    True when it did or no daemon runs. A daemon older than the op: False."""
+    try:
+        data = _request("release", STATUS_TIMEOUT_S, repo=str(Path(repo).absolute()))
+    except client.CommandError:
+        return False
+    return data is None or bool(data.get("released"))
 
 
 def response_from_json(data: dict[str, Any]) -> Any:

@@ -3,7 +3,8 @@
     flock <runtime dir>/daemon.lock (non-blocking): a second daemon exits with AlreadyRunning
     -> replace a stale socket (never a live one), listen (0600 in a 0700 folder)
     -> drain the spool, start the jobs (reconcile runs at once)
-    -> serve until SIGTERM/SIGINT or a ``stop`` request
+    -> serve until SIGTERM/SIGINT or a ``stop`` request; every 2 s check that the socket and
+       the lock are still there and ours (re-create them, or stop: gitrag.daemon.watch)
     -> stop listening and scheduling, let each running sync finish, spool the work trees
        still waiting (the next start syncs them), close workspaces, remove the socket
 """
@@ -20,7 +21,7 @@ from typing import IO
 import structlog
 
 from gitrag import notify
-from gitrag.daemon import memory, protocol, spool
+from gitrag.daemon import memory, protocol, spool, watch
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
 from gitrag.daemon.service import Service
@@ -68,21 +69,23 @@ def acquire_lock() -> IO[str]:
 def run(options: Options | None = None) -> int:
     """Run the daemon in the foreground until told to stop; returns the exit code (0).
     Raises AlreadyRunning, SocketInUse, or OSError when the socket cannot be made."""
-    lock = acquire_lock()
+    lock = [acquire_lock()]  # the watch may swap it for a new one (see gitrag.daemon.watch)
     memory.limit_arenas()  # before any worker thread allocates
     try:
-        return asyncio.run(_serve(options or Options()))
+        return asyncio.run(_serve(options or Options(), lock))
     finally:
-        lock.close()
+        lock[0].close()
 
 
-async def _serve(opts: Options) -> int:
+async def _serve(opts: Options, lock: list[IO[str]]) -> int:
     path = protocol.socket_path()
     service = Service(str(path))
     jobs = Jobs(service, opts.debounce_s, opts.max_delay_s, opts.reconcile_s, opts.gc_s, opts.idle_s)
     service.debounce = jobs.debounce
     server = await serve(service, path)
-    inode = os.stat(path).st_ino
+    holder = watch.Holder(lock[0], protocol.lock_path(), server, path)
+    watcher = asyncio.get_running_loop().create_task(
+        watch.watch(holder, service.stop_requested, lambda: serve(service, path), acquire_lock))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.stop_requested.set)
@@ -90,10 +93,12 @@ async def _serve(opts: Options) -> int:
     log.info("daemon started", pid=os.getpid(), socket=str(path))
     await service.stop_requested.wait()
     log.info("daemon stopping", pid=os.getpid())
-    server.close()
+    await watcher
+    lock[0] = holder.lock
+    holder.server.close()
     jobs.shutdown()
     await _finish(service)
-    if os.path.exists(path) and os.stat(path).st_ino == inode:
+    if os.path.exists(path) and os.stat(path).st_ino == holder.socket_inode:
         os.unlink(path)
     log.info("daemon stopped", pid=os.getpid())
     return 0

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from gitrag import __version__, config, identity
-from gitrag.daemon import registry
+from gitrag.daemon import catchup, registry
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
 from gitrag.errors import ConfigError, GitragError
@@ -47,6 +47,9 @@ class Service:
         self.debounce: Debounce = debounce or (lambda key, fn: fn())
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
         self._embedders_lock = threading.Lock()
+        from gitrag.build import build_id
+
+        build_id()  # the code this daemon started with, not what is on disk when first asked
 
     # -- repositories ------------------------------------------------------------------
     def _open(self, path: Path, rebuild: bool = False) -> Workspace:
@@ -117,20 +120,25 @@ class Service:
     def accept(self, repo: str, branch: Any = None, **event: Any) -> dict[str, Any]:
         """Take one hook event (from the socket or the spool): mark the work tree dirty, and
         ``branch`` (the branch the hook ran on; absent from older hooks' events) for a sync
-        to its tip, and (re)start the debounce timer. Events of unregistered repositories
-        are declined."""
+        to its tip (``branches``: several, from a reference-transaction hook), and (re)start
+        the debounce timer. Events of unregistered repositories are declined."""
         worker, root = self.worker_for(repo)
         if worker.common_dir not in registry.load():  # one read of the registry per event
             if registry.follow(worker.common_dir) is None:  # not moved here from a registered path either
                 return {"accepted": False, "reason": "repository not registered; run `gitrag install` in it"}
             log.info("registered repository moved", repo=worker.common_dir)  # registered where it is now
-        worker.mark(root, branch if isinstance(branch, str) and branch else None)
+        names = event.get("branches") if isinstance(event.get("branches"), list) else [branch]
+        for name in names or [None]:
+            worker.mark(root, name if isinstance(name, str) and name else None)
         self.debounce(worker.common_dir, worker.kick)
         log.debug("event", repo=root, hook=event.get("hook"), args=event.get("args"), branch=branch)
         return {"accepted": True, "queue": worker.queue()}
 
     def info(self) -> dict[str, Any]:
-        return {"running": True, "pid": os.getpid(), "socket": self.socket, "version": __version__}
+        from gitrag.build import build_id
+
+        return {"running": True, "pid": os.getpid(), "socket": self.socket, "version": __version__,
+                "build": build_id(), "home": str(config.gitrag_home() or "")}
 
     # -- commands ----------------------------------------------------------------------
     async def cmd_ping(self) -> dict[str, Any]:
@@ -156,9 +164,12 @@ class Service:
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
                       lang: str = "", no_answer: bool = False, expand: int = 0,
                       settings: dict[str, Any] | None = None, exclude: Any = None,
-                      files: Any = False) -> dict[str, Any]:
-        """The contract's ask JSON, answered from the warm embedder and store; with
-        ``catching_up`` (one phrase) when the index is behind and the daemon is on it.
+                      files: Any = False, wait: Any = None) -> dict[str, Any]:
+        """The contract's ask JSON, answered from the warm embedder and store. An index behind
+        HEAD (or none yet for the branch) is caught up first, waiting up to ``wait`` seconds
+        (default ``GITRAG_ASK_WAIT``, 3; see gitrag.daemon.catchup); past that the answer
+        comes from the index there is, with ``catching_up`` (one phrase) saying what the
+        daemon is doing.
         ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
         Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now),
         ConfigError for an ``exclude`` that is not a list of non-empty strings."""
@@ -173,26 +184,51 @@ class Service:
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
-        def answer() -> dict[str, Any]:
-            return ask(worker.workspace(root), question, k=k, mode=mode, scope=scope, expand=expand,
-                       files=files).to_json()
+        wait_s = catchup.ask_wait(wait)
 
+        async def answer() -> dict[str, Any]:
+            return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
+                                                 expand=expand, files=files).to_json())
+
+        async def lag() -> str | None:  # from the state alone, no search: cheap
+            return await worker.read(lambda: catchup.lag(worker.workspace(root)))
+
+        behind = await lag()
+        if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
+            # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
+            async def at_head() -> bool:
+                return await lag() is None
+
+            await catchup.catch_up(worker, root, wait_s, at_head)
         try:
             try:
-                data = await worker.read(answer)
+                data = await answer()
             except StoreDamaged as exc:  # rebuilt on the worker's thread (no sync beside it), then asked again
                 log.warning("store damaged: rebuilding it from the vector cache before answering", error=str(exc))
                 await worker.serial(lambda: heal.rebuild(worker.workspace(root)))
-                data = await worker.read(answer)
+                data = await answer()
         except NotIndexed as exc:
             busy = worker.catching_up(root)
-            if busy is None:
-                raise
+            if busy is None:  # say where it looked: a client of another GITRAG_HOME reads this
+                home = config.gitrag_home()
+                raise NotIndexed(f"{exc} (the daemon looked in {config.repo_data_dir(Path(worker.common_dir))}, "
+                                 f"GITRAG_HOME={home or 'unset'})") from None
             raise NotIndexed(f"{str(exc).split(';')[0]}; {busy}: ask again in a moment") from None
         busy = worker.catching_up(root)
         if busy is not None and data.get("commit") != data.get("head"):
             data["catching_up"] = busy
         return data
+
+    def _known(self, worker: RepoWorker, root: str) -> bool:
+        """Whether the repository is one the daemon keeps (registered, or indexed on some
+        branch): a branch of it with no index yet is caught up on ``ask``; a repository never
+        indexed is not indexed behind its owner's back (NotIndexed says to run `gitrag index`)."""
+        if registry.is_registered(worker.common_dir):
+            return True
+        try:
+            return bool(worker.workspace(root).state.branches())
+        except GitragError:
+            return False
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
@@ -256,6 +292,16 @@ class Service:
             return index_gc.collect(ws, checked_out)
 
         return await worker.serial(run)
+
+    async def cmd_release(self, repo: str) -> dict[str, Any]:
+        """Close the repository's workspace (its store) unless a sync or read is in flight, so
+        a command that needs the store in its own process (``gitrag eval``) can open it; the
+        next event or request opens it again. ``{"released": bool}`` (false: busy, try later)."""
+        repo_ = GitRepo(repo)
+        worker = self.workers.get(str(repo_.common_dir))
+        if worker is None or not worker.is_open:
+            return {"released": True}
+        return {"released": await worker.serial(worker.close_if_idle)}
 
     async def cmd_stop(self) -> dict[str, Any]:
         """Ask the daemon to finish the running syncs and exit; ``{"stopping": true}``."""

@@ -33,7 +33,7 @@ import structlog
 
 from gitrag import identity
 from gitrag.daemon import memory
-from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreError
+from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld
 from gitrag.gitrepo import GitRepo
 from gitrag.workspace import Workspace
 
@@ -70,8 +70,8 @@ def retry_while_locked(fn: Callable[..., T], *args: Any, wait_s: float = LOCK_WA
     while True:
         try:
             return fn(*args)
-        except StoreError as exc:
-            if "is open in another process" not in str(exc) or time.monotonic() > deadline \
+        except StoreHeld as exc:
+            if time.monotonic() > deadline \
                     or (alive is not None and not alive()):
                 raise
             if not said:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gitrag.errors import StoreDamaged, StoreError
+from gitrag.errors import StoreDamaged, StoreError, StoreHeld
 
 # Collection names become directory names (embedded) or URL segments (server).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
@@ -68,7 +68,13 @@ def translate(where: str) -> Iterator[None]:
     except StoreError:
         raise
     except Exception as exc:  # the engines raise bare Exception
-        raise StoreError(explain(exc, where)) from exc
+        raise (StoreHeld if is_held(exc) else StoreError)(explain(exc, where)) from exc
+
+
+def is_held(exc: BaseException) -> bool:
+    """Whether an engine exception says the store is open (locked) in another process."""
+    low = (str(exc) or type(exc).__name__).lower()
+    return any(s in low for s in _LOCKED)
 
 
 def _known(low: str, exc: BaseException) -> bool:
@@ -95,6 +101,6 @@ def checked(where: str) -> Iterator[None]:
     except BaseException as exc:  # bare Exception, and pyo3's PanicException (a BaseException) on bad files
         text = " ".join((str(exc) or type(exc).__name__).split())
         if _known(text.lower(), exc):
-            raise StoreError(explain(exc, where)) from exc
+            raise (StoreHeld if is_held(exc) else StoreError)(explain(exc, where)) from exc
         short = text if len(text) <= 120 else text[:117] + "..."
         raise damaged(where, f"the engine says: {short}") from exc

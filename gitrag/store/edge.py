@@ -61,7 +61,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from gitrag.errors import StoreError
+from gitrag.errors import StoreError, StoreHeld
 from gitrag.store._common import (
     BRANCHES, HIDDEN, KEYWORD_FIELDS, check_name, checked, damaged, dense_list, explain, str_id, translate,
 )
@@ -239,7 +239,7 @@ class EdgeStore:
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return  # no flock on this file system: the engine's own lock only
-            raise StoreError(explain(exc, f"collection {self._dir(name)}")) from None
+            raise StoreHeld(explain(exc, f"collection {self._dir(name)}")) from None
         self._held[name] = fd
 
     def _let_go(self, name: str) -> None:
