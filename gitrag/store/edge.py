@@ -447,7 +447,7 @@ class EdgeStore:
                 for r in shard.retrieve(list(ids), True, True):
                     vectors = r.vector or {}
                     sp = vectors.get(SPARSE)
-                    sparse = SparseVec(list(sp.indices), list(sp.values)) if sp is not None else None
+                    sparse = SparseVec(sp.indices, sp.values) if sp is not None else None  # each getter copies once
                     out[str_id(r.id)] = (dict(r.payload or {}), np.asarray(vectors.get(DENSE, ()), dtype=np.float32),
                                          sparse)
         return out
