@@ -93,9 +93,13 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
+@click.option("--committed", is_flag=True, help="Search the indexed commit only; by default uncommitted work-tree "
+              "changes (edited, new untracked, deleted, renamed files) are searched too, marked [work tree].")
+@click.option("--offset", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Skip this many of the best results: with -k, a page of the same ranking (offset 10 -k 10: 11-20).")
 @JSON
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
-        no_answer: bool, expand: int, as_json: bool) -> None:
+        no_answer: bool, expand: int, committed: bool, offset: int, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
@@ -108,6 +112,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
+      gitrag ask "retry policy" --committed     # as of the indexed commit, ignoring uncommitted edits
     """
     from gitrag.commands.ask import ask as run
 
@@ -122,7 +127,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
                                  param_hint="QUESTION")
     lang = _language(lang)
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files,
+                      worktree=not committed, offset=offset))
 
 
 @cli.command()

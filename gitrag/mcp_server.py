@@ -49,8 +49,9 @@ semantic + keyword search and keeps a symbol graph. Use search_code to find code
 it does or by identifiers, get_symbol to jump to a definition by name, \
 get_symbol_dependencies for callers/callees/imports/bases/subclasses, get_file_outline \
 for a file's definitions, index_status to see whether the index is current. Lines are \
-1-based and inclusive. Results come from the indexed commit: when up_to_date is false or \
-worktree_changes > 0, recent edits are not in them."""
+1-based and inclusive. search_code also searches uncommitted work-tree edits (results marked \
+source 'worktree'; committed=true turns that off); the other tools answer from the indexed commit: \
+when up_to_date is false or worktree_changes > 0, recent edits are not in them."""
 
 
 class ToolInputError(GitragError):
@@ -112,15 +113,16 @@ class Tools:
 
     # -- tools -------------------------------------------------------------------------
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str,
-                    exclude: Sequence[str] = (), files: bool = False) -> dict[str, Any]:
+                    exclude: Sequence[str] = (), files: bool = False, offset: int = 0,
+                    committed: bool = False) -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         globs = tuple(exclude)
         lang = language.strip().lower()
         SearchFilter(prefix, lang, globs)  # checks the globs before anything is sent
-        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files)
+        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files, worktree=not committed, offset=offset)
         results, fresh = routed.response.results, routed.response.freshness
-        keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
-        out = {"query": query, "mode": mode, **fresh_fields(fresh),
+        keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
+        out = {"query": query, "mode": mode, **fresh_fields(fresh), "offset": offset,
                "results": [{key: getattr(r, key) for key in keep} for r in results]}
         if files:
             out["files"] = [h.to_json() for h in routed.response.files or []]
@@ -129,13 +131,13 @@ class Tools:
         return out
 
     def _ask_daemon(self, query: str, k: int, mode: str, prefix: str, language: str,
-                    exclude: tuple[str, ...] = (), files: bool = False) -> routing.Routed:
+                    exclude: tuple[str, ...] = (), files: bool = False, **more: Any) -> routing.Routed:
         """Search through the daemon, starting it when none runs. The daemon is the one
         process that opens the store (an embedded shard is open in one process at a time),
         so several MCP servers and CLI commands never lock each other out."""
         for _ in range(3):  # a daemon may stop between our start and our request (idle, `--stop`)
             routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, language, True,
-                                 exclude=exclude, files=files)
+                                 exclude=exclude, files=files, **more)
             if routed is not None:
                 return routed
             launch.ensure_running()
@@ -220,6 +222,9 @@ _EXCLUDE = ("Leave out paths matching these gitignore-style globs, e.g. ['docs/*
 _FILES = ("Also return files: the top k files, best first, each {path, language, score (its best chunk's), "
           "matches (its chunks among the candidates), chunks: [{start_line, end_line, symbol, kind, score}] "
           "(its best 3)}: which files to open.")
+_OFFSET = "Skip this many of the best results: offset=10 with k=10 gives results 11-20 of the same ranking."
+_COMMITTED = ("Search the indexed commit only. By default uncommitted work-tree changes are searched too: edited and "
+              "new files answer with their code on disk (source 'worktree'), deleted ones no longer answer.")
 _NAME = "A function, method, class or type name, bare or qualified."
 _PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
 _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
@@ -263,7 +268,8 @@ def build_server(tools: Tools) -> MCPServer:
     @server.tool(name="search_code", annotations=_annotations("Search code"), description=(
         "Search the repository's indexed code by meaning and by identifiers (hybrid: embeddings + BM25, "
         "fused by RRF). Returns up to k results, best first: {path, start_line, end_line (1-based, inclusive), "
-        "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}; with files=true "
+        "symbol (qualified name like Class.method), kind, language, score, snippet (source text), source ('index': "
+        "the indexed commit, 'worktree': an uncommitted file on disk)}; with files=true "
         "also files (ranked files with their best chunks). " + _FRESH))
     def search_code(
         query: Annotated[str, Field(description=_QUERY, min_length=1)],
@@ -275,8 +281,10 @@ def build_server(tools: Tools) -> MCPServer:
         language: Annotated[str, Field(description=_LANGUAGE)] = "",
         exclude: Annotated[list[str], Field(description=_EXCLUDE)] = [],  # noqa: B006 - never mutated
         files: Annotated[bool, Field(description=_FILES)] = False,
+        offset: Annotated[int, Field(description=_OFFSET, ge=0, le=10_000)] = 0,
+        committed: Annotated[bool, Field(description=_COMMITTED)] = False,
     ) -> dict[str, Any]:
-        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files)
+        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files, offset, committed)
 
     @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
         "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "

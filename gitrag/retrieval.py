@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from gitrag import ranking, sparse, symbols
+from gitrag import ranking, sparse, symbols, worktree
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.file_results import CANDIDATES_PER_FILE, FileHit, rank_files
 from gitrag.ranking.pieces import merge_pieces
@@ -50,6 +50,7 @@ class Result:
     end_byte: int = 0
     point_id: str = ""
     expanded_from: str = ""  # set on a graph expansion: the result whose dependency this is
+    source: str = "index"  # "index": from the indexed commit; "worktree": from the file on disk (gitrag.worktree)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +76,9 @@ class AskResponse:
     answer: str | None = None
     mode: str = "hybrid"
     files: list[FileHit] | None = None  # ranked files (``ask --files``), else None
+    offset: int = 0  # results skipped before these (paging)
+    worktree: dict[str, Any] | None = None  # what the work-tree overlay held (None: not asked for)
+    revision: str | None = None  # ``ask --rev``: the revision answered from, as given
 
     def to_json(self) -> dict[str, Any]:
         f = self.freshness
@@ -85,19 +89,37 @@ class AskResponse:
         }
         if self.files is not None:
             out["files"] = [h.to_json() for h in self.files]
+        out["offset"] = self.offset
+        out["worktree"] = self.worktree or {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0,
+                                            "truncated": 0}
+        out["revision"] = self.revision
         return out
 
 
-def freshness(ws: Workspace) -> Freshness:
+def freshness(ws: Workspace, overlay: worktree.Overlay | None = None) -> Freshness:
+    """The branch, its indexed commit, HEAD and the work-tree files that differ from HEAD
+    (counted by ``overlay`` when one was built, so git status runs once per ask)."""
     name = ws.repo.branch()
     branch = ws.state.branch(name)
-    return Freshness(name, branch.indexed_commit if branch else None, ws.repo.head(), ws.repo.worktree_changes())
+    changes = overlay.changes if overlay is not None else ws.repo.worktree_changes()
+    return Freshness(name, branch.indexed_commit if branch else None, ws.repo.head(), changes)
+
+
+def overlay_for(ws: Workspace) -> worktree.Overlay | None:
+    """The work-tree overlay of the current branch's index (gitrag.worktree), or None when
+    the branch is not indexed (search says so)."""
+    branch = ws.state.branch(ws.repo.branch())
+    if branch is None or ws.repo.head() is None:
+        return None
+    from gitrag.indexer import Indexer
+
+    return worktree.build(ws, branch, Indexer(ws).variant)
 
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
     snippets: bool = True, rerank_results: bool = True, expand: int = 0, disable: Collection[str] = (),
-    merge: bool = True,
+    merge: bool = True, overlay: worktree.Overlay | None = None,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
@@ -114,7 +136,8 @@ def search(
     the parent). ``merge``: touching pieces of one definition become one result
     (gitrag.ranking.pieces) before the top ``k`` are taken. ``scope.exclude`` globs are
     resolved against the branch's manifest here, so the store leaves those paths out of
-    the query itself. Raises NotIndexed when the branch has no index, ConfigError for a bad
+    the query itself. ``overlay`` (gitrag.worktree): the work tree's changed files join
+    both lists (``source="worktree"``) and the paths it hides leave them. Raises NotIndexed when the branch has no index, ConfigError for a bad
     mode or an unknown stage."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -134,6 +157,10 @@ def search(
         )
     if scope is not None and scope.exclude:
         scope = scope.resolve(ws.state.files(branch.name))
+    if overlay is not None and not overlay.active:
+        overlay = None
+    if overlay is not None:
+        scope = overlay.scope(scope)
     query = ranking.analyse(question, long_questions="long-query" not in off)
     dense = ws.embedder.embed_query(query.dense_text) if mode in ("hybrid", "dense") else None
     terms = sparse.query_vector(question, query.term_weights) if mode in ("hybrid", "sparse") else None
@@ -144,10 +171,12 @@ def search(
     coll = branch.collection
     want = 2 * k if merge else k  # merging pieces frees places
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
-        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off)
+        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, overlay)
     else:
         hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope,
                                branch=branch.view)
+        if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
+            hits = worktree.merge(hits, _overlay_hits(ws, coll, overlay, dense, terms, want, scope), want)
         results = sorted((_result(h) for h in hits), key=_stable)
     if merge:
         results = merge_pieces(results)
@@ -156,8 +185,17 @@ def search(
         results += _expansions(ws, branch.name, results, expand, scope)
     if snippets:
         for r in results:
-            r.snippet = read_snippet(ws, r)
+            r.snippet = read_snippet(ws, r, overlay)
     return results
+
+
+def _overlay_hits(ws: Workspace, coll: str, overlay: worktree.Overlay, dense: Any, terms: Any, depth: int,
+                  scope: SearchFilter | None) -> list[Hit]:
+    """The overlay's dense list (given ``dense``) or sparse list (given ``terms``), scored as the store's."""
+    if dense is not None:
+        return overlay.dense_hits(dense, depth, scope)
+    wanted = sorted(set(terms.indices) & overlay.terms())
+    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted), depth, scope) if wanted else []
 
 
 def _stable(r: Result) -> tuple[float, str, int, str]:
@@ -166,7 +204,7 @@ def _stable(r: Result) -> tuple[float, str, int, str]:
 
 def _ranked(
     ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
-    off: frozenset[str],
+    off: frozenset[str], overlay: worktree.Overlay | None = None,
 ) -> list[Result]:
     """The dense and the sparse list, fetched separately, through gitrag.ranking.
 
@@ -180,8 +218,18 @@ def _ranked(
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
                                   with_payload=False) if terms else []
-    cands = candidates(dense_hits, sparse_hits, top, payloads=lambda ids: ws.store.payloads(coll, ids))
-    ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
+    lookup: Any = _Lookup(ws, branch, scope)
+    payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731
+    if overlay is not None:  # the work tree's chunks join both lists before anything is ranked
+        dense_hits = worktree.merge(dense_hits, _overlay_hits(ws, coll, overlay, dense, None, depth, scope), depth)
+        if terms:
+            sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope),
+                                         depth)
+        lookup = worktree.OverlayLookup(lookup, overlay, scope)
+        payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731
+                                | overlay.payloads(ids))
+    cands = candidates(dense_hits, sparse_hits, top, payloads=payloads)
+    ranked = ranking.rank(query, cands, k, lookup, off)
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 
 
@@ -260,7 +308,7 @@ def _from_payload(point_id: str, p: dict[str, Any], score: float) -> Result:
     return Result(
         p["path"], p["start_line"], p["end_line"], p.get("symbol", ""), p.get("kind", ""), p.get("language", ""),
         round(score, 6), blob=p.get("blob", ""), start_byte=p.get("start_byte", 0), end_byte=p.get("end_byte", 0),
-        point_id=point_id,
+        point_id=point_id, source=p.get("source", "index"),
     )
 
 
@@ -309,8 +357,11 @@ def _chunks_at(ws: Workspace, branch: str, d: symbols.Definition) -> list[Result
             if r.payload["start_line"] <= d.start_line <= r.payload["end_line"]]
 
 
-def read_snippet(ws: Workspace, result: Result) -> str:
-    """The result's source, sliced by bytes from its git blob, decoded as UTF-8 (replacing errors)."""
+def read_snippet(ws: Workspace, result: Result, overlay: worktree.Overlay | None = None) -> str:
+    """The result's source, sliced by bytes from its git blob (a work-tree result's from the
+    file as read from disk for this search), decoded as UTF-8 (replacing errors)."""
+    if overlay is not None and result.source == worktree.SOURCE:
+        return overlay.snippet_of_blob(result.path, result.blob, result.start_byte, result.end_byte) or ""
     try:
         data = ws.repo.read_blob(result.blob)
     except (KeyError, ValueError):
@@ -320,20 +371,37 @@ def read_snippet(ws: Workspace, result: Result) -> str:
 
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    expand: int = 0, files: bool = False,
+    expand: int = 0, files: bool = False, worktree_overlay: bool = False, offset: int = 0,
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
     ``files``: also rank the top ``k`` files (gitrag.file_results) from ``k`` x
-    CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks."""
+    CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks.
+    ``worktree_overlay``: search the work tree's uncommitted files too (gitrag.worktree;
+    ``worktree`` in the JSON says what it held). ``offset``: skip that many of the best
+    results (and files): results ``offset+1 .. offset+k`` of the same ranking, for paging."""
+    overlay = overlay_for(ws) if worktree_overlay else None
+    offset = max(0, offset)
     if not files:
-        results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand)
-        return AskResponse(question, freshness(ws), results, None, mode)
-    chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
-                    snippets=False)
-    results = chunks[:k]
+        results = search(ws, question, k=offset + k, mode=mode, scope=scope, expand=0, snippets=False,
+                         overlay=overlay)[offset:]
+    else:
+        chunks = search(ws, question, k=max((offset + k) * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
+                        snippets=False, overlay=overlay)
+        results = chunks[offset : offset + k]
     if expand > 0:
-        results += _expansions(ws, ws.repo.branch(), results, expand, scope)
+        results += _expansions(ws, ws.repo.branch(), results, expand, overlay.scope(scope) if overlay else scope)
     for r in results:
-        r.snippet = read_snippet(ws, r)
-    return AskResponse(question, freshness(ws), results, None, mode, rank_files(chunks, k))
+        r.snippet = read_snippet(ws, r, overlay)
+    ranked_files = rank_files(chunks, offset + k)[offset:] if files else None
+    response = AskResponse(question, freshness(ws, overlay), results, None, mode, ranked_files)
+    response.offset = offset
+    response.worktree = _overlay_json(overlay) if worktree_overlay else None
+    return response
+
+
+def _overlay_json(overlay: worktree.Overlay | None) -> dict[str, Any]:
+    if overlay is None:
+        return {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0, "truncated": 0}
+    return {"searched": True, "files": len(overlay.files), "hidden": len(overlay.hidden), "embedded": overlay.embedded,
+            "skipped": len(overlay.skipped), "truncated": overlay.truncated}

@@ -15,22 +15,26 @@ from gitrag.workspace import open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, worktree: bool = True,
+        offset: int = 0) -> int:
     from gitrag.daemon import routing
 
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
     # None: no daemon runs
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files)
+    more = {"worktree": worktree, "offset": offset}  # the work-tree overlay (gitrag.worktree), paging
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files,
+                         **more)
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files)
+            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                               worktree_overlay=worktree, offset=offset)
         except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
             again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
-                                files=files) if routing.held_elsewhere(exc) else None
+                                files=files, **more) if routing.held_elsewhere(exc) else None
             if again is None:
                 raise
             response, _, catching_up = again
@@ -86,8 +90,9 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
     f = r.freshness
     if not r.results:
         output.out.print(none, markup=False)
-    for i, res in enumerate(r.results, 1):
+    for i, res in enumerate(r.results, r.offset + 1):
         via = f"  [dim](used by {res.expanded_from})[/]" if res.expanded_from else ""
+        via += "  [yellow]\\[work tree][/]" if res.source == "worktree" else ""
         output.out.print(
             f"[bold]{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}[/]  {_printable(res.symbol)}"
             f"  [dim]{res.score:.4f}[/]{via}"
@@ -105,6 +110,8 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
+    if r.worktree and r.worktree.get("searched") and f.worktree_changes:
+        extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
     output.out.print(f"[dim]{f.branch}: {state}{extra}[/]")
 
 

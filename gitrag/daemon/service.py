@@ -156,7 +156,7 @@ class Service:
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
                       lang: str = "", no_answer: bool = False, expand: int = 0,
                       settings: dict[str, Any] | None = None, exclude: Any = None,
-                      files: Any = False) -> dict[str, Any]:
+                      files: Any = False, worktree: Any = True, offset: Any = 0, rev: Any = "") -> dict[str, Any]:
         """The contract's ask JSON, answered from the warm embedder and store; with
         ``catching_up`` (one phrase) when the index is behind and the daemon is on it.
         ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
@@ -169,12 +169,19 @@ class Service:
         globs = _globs(exclude)
         if not isinstance(files, bool):
             raise ConfigError(f"files must be true or false, not {files!r}")
+        if not isinstance(worktree, bool):
+            raise ConfigError(f"worktree must be true or false, not {worktree!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ConfigError(f"offset must be a whole number >= 0, not {offset!r}")
+        if not isinstance(rev, str):
+            raise ConfigError(f"rev must be a string, not {rev!r}")
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         try:
             data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand, files=files).to_json())
+                                                 expand=expand, files=files, worktree_overlay=worktree,
+                                                 offset=offset).to_json())
         except NotIndexed as exc:
             busy = worker.catching_up(root)
             if busy is None:
