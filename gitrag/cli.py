@@ -95,11 +95,14 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
 @click.option("--committed", is_flag=True, help="Search the indexed commit only; by default uncommitted work-tree "
               "changes (edited, new untracked, deleted, renamed files) are searched too, marked [work tree].")
+@click.option("--rev", "rev", default="", metavar="REV",
+              help="Answer from this revision's tree (a tag, a commit, HEAD~20): built from the nearest indexed "
+                   "commit, embedding only chunks never seen; the work tree is not searched.")
 @click.option("--offset", type=click.IntRange(0, 10_000), default=0, show_default=True,
               help="Skip this many of the best results: with -k, a page of the same ranking (offset 10 -k 10: 11-20).")
 @JSON
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
-        no_answer: bool, expand: int, committed: bool, offset: int, as_json: bool) -> None:
+        no_answer: bool, expand: int, committed: bool, rev: str, offset: int, as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
@@ -113,6 +116,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
       gitrag ask "retry policy" --committed     # as of the indexed commit, ignoring uncommitted edits
+      gitrag ask "retry policy" --rev v1.0      # as of the tag v1.0
     """
     from gitrag.commands.ask import ask as run
 
@@ -128,7 +132,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
                                  param_hint="QUESTION")
     lang = _language(lang)
     _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files,
-                      worktree=not committed, offset=offset))
+                      worktree=not committed, offset=offset, rev=rev.strip()))
 
 
 @cli.command()

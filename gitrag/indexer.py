@@ -130,16 +130,20 @@ class Indexer:
         return state_mod.variant(self.pipeline, self.ws.embedder.fingerprint)
 
     # -- entry point ------------------------------------------------------------
-    def sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+    def sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
         index to the commit at its tip, whether or not it is checked out (a sync reads the
         commit's tree from the object database, never the work tree). Raises
         EmptyRepository on an unborn branch, BranchGone when ``branch`` has no ref,
         EmbedderMismatch when the branch was indexed with another embedder (unless
-        ``rebuild``), EmbedderUnavailable / StoreError when those fail (nothing advances)."""
+        ``rebuild``), EmbedderUnavailable / StoreError when those fail (nothing advances).
+        ``branch`` and ``commit`` together: the view ``branch`` (a revision view, see
+        gitrag.revisions) to that commit, which no ref needs to name."""
         t0 = time.perf_counter()
         repo = self.ws.repo
-        if branch is None:
+        if branch is not None and commit is not None:
+            head, name = commit, branch
+        elif branch is None:
             head, name = repo.require_head(), repo.branch()
         else:
             tip = repo.branch_tip(branch)

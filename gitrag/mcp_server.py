@@ -114,15 +114,16 @@ class Tools:
     # -- tools -------------------------------------------------------------------------
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str,
                     exclude: Sequence[str] = (), files: bool = False, offset: int = 0,
-                    committed: bool = False) -> dict[str, Any]:
+                    committed: bool = False, rev: str = "") -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         globs = tuple(exclude)
         lang = language.strip().lower()
         SearchFilter(prefix, lang, globs)  # checks the globs before anything is sent
-        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files, worktree=not committed, offset=offset)
+        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files, worktree=not committed, offset=offset,
+                                  rev=rev.strip())
         results, fresh = routed.response.results, routed.response.freshness
         keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
-        out = {"query": query, "mode": mode, **fresh_fields(fresh), "offset": offset,
+        out = {"query": query, "mode": mode, **fresh_fields(fresh), "offset": offset, "revision": rev.strip() or None,
                "results": [{key: getattr(r, key) for key in keep} for r in results]}
         if files:
             out["files"] = [h.to_json() for h in routed.response.files or []]
@@ -225,6 +226,8 @@ _FILES = ("Also return files: the top k files, best first, each {path, language,
 _OFFSET = "Skip this many of the best results: offset=10 with k=10 gives results 11-20 of the same ranking."
 _COMMITTED = ("Search the indexed commit only. By default uncommitted work-tree changes are searched too: edited and "
               "new files answer with their code on disk (source 'worktree'), deleted ones no longer answer.")
+_REV = ("Search this revision's tree instead (a tag, a commit, 'HEAD~20'); the first search of a revision builds "
+        "its view from the nearest indexed commit (embedding only chunks never seen). commit then names it.")
 _NAME = "A function, method, class or type name, bare or qualified."
 _PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
 _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
@@ -283,8 +286,10 @@ def build_server(tools: Tools) -> MCPServer:
         files: Annotated[bool, Field(description=_FILES)] = False,
         offset: Annotated[int, Field(description=_OFFSET, ge=0, le=10_000)] = 0,
         committed: Annotated[bool, Field(description=_COMMITTED)] = False,
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files, offset, committed)
+        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files, offset, committed,
+                         rev)
 
     @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
         "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "

@@ -119,7 +119,7 @@ def overlay_for(ws: Workspace) -> worktree.Overlay | None:
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
     snippets: bool = True, rerank_results: bool = True, expand: int = 0, disable: Collection[str] = (),
-    merge: bool = True, overlay: worktree.Overlay | None = None,
+    merge: bool = True, overlay: worktree.Overlay | None = None, view: str | None = None,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
@@ -137,7 +137,9 @@ def search(
     (gitrag.ranking.pieces) before the top ``k`` are taken. ``scope.exclude`` globs are
     resolved against the branch's manifest here, so the store leaves those paths out of
     the query itself. ``overlay`` (gitrag.worktree): the work tree's changed files join
-    both lists (``source="worktree"``) and the paths it hides leave them. Raises NotIndexed when the branch has no index, ConfigError for a bad
+    both lists (``source="worktree"``) and the paths it hides leave them. ``view``: search
+    that view of the collection (a revision view, gitrag.revisions) instead of the current
+    branch. Raises NotIndexed when the branch has no index, ConfigError for a bad
     mode or an unknown stage."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -145,7 +147,7 @@ def search(
         off = ranking.check(disable)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    name = ws.repo.branch()
+    name = view or ws.repo.branch()
     ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
     if branch is None or not branch.materialized or not ws.store.has_collection(branch.collection):
@@ -182,7 +184,7 @@ def search(
         results = merge_pieces(results)
     results = results[:k]
     if expand > 0:
-        results += _expansions(ws, branch.name, results, expand, scope)
+        results += _expansions(ws, branch.name, results, expand, scope, view)
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r, overlay)
@@ -274,7 +276,7 @@ class _Lookup:
         self._points: dict[str, list[Any]] = {}
 
     def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
-        found = symbols.find_definitions(self.ws, name)
+        found = symbols.find_definitions(self.ws, name, branch=self.branch)
         if exact_case:
             last = symbols.split_name(name)[-1:]
             found = [d for d in found if d.segments[-1:] == last]
@@ -288,10 +290,10 @@ class _Lookup:
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
 
     def known_paths(self, written: str) -> list[str]:
-        return ranking.written_paths(written, symbols.symbol_index(self.ws).paths, KNOWN_PATH_MATCHES)
+        return ranking.written_paths(written, symbols.symbol_index(self.ws, self.branch).paths, KNOWN_PATH_MATCHES)
 
     def project_names(self) -> frozenset[str]:
-        return _top_folders(symbols.symbol_index(self.ws).paths)
+        return _top_folders(symbols.symbol_index(self.ws, self.branch).paths)
 
 
 @lru_cache(maxsize=8)
@@ -316,7 +318,8 @@ def _as_candidate(r: Result) -> ranking.Candidate:
     return ranking.Candidate(r.point_id, r.path, r.start_line, r.end_line, r.symbol, r.kind, r.score)
 
 
-def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None) -> list[Result]:
+def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None,
+                view: str | None = None) -> list[Result]:
     """Chunks of the definitions the top results depend on (callees, bases), best first."""
     found: dict[str, Result] = {}
     parents = {r.point_id: r for r in results}
@@ -372,6 +375,7 @@ def read_snippet(ws: Workspace, result: Result, overlay: worktree.Overlay | None
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
     expand: int = 0, files: bool = False, worktree_overlay: bool = False, offset: int = 0,
+    view: str | None = None, fresh: Freshness | None = None,
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
@@ -379,24 +383,26 @@ def ask(
     CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks.
     ``worktree_overlay``: search the work tree's uncommitted files too (gitrag.worktree;
     ``worktree`` in the JSON says what it held). ``offset``: skip that many of the best
-    results (and files): results ``offset+1 .. offset+k`` of the same ranking, for paging."""
-    overlay = overlay_for(ws) if worktree_overlay else None
+    results (and files): results ``offset+1 .. offset+k`` of the same ranking, for paging. ``view`` and ``fresh``:
+    search that view (a revision's, see gitrag.revisions) and report that freshness; the
+    work tree is never overlaid on a view."""
+    overlay = overlay_for(ws) if worktree_overlay and view is None else None
     offset = max(0, offset)
     if not files:
         results = search(ws, question, k=offset + k, mode=mode, scope=scope, expand=0, snippets=False,
-                         overlay=overlay)[offset:]
+                         overlay=overlay, view=view)[offset:]
     else:
         chunks = search(ws, question, k=max((offset + k) * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
-                        snippets=False, overlay=overlay)
+                        snippets=False, overlay=overlay, view=view)
         results = chunks[offset : offset + k]
     if expand > 0:
-        results += _expansions(ws, ws.repo.branch(), results, expand, overlay.scope(scope) if overlay else scope)
+        results += _expansions(ws, view or ws.repo.branch(), results, expand, overlay.scope(scope) if overlay else scope)
     for r in results:
         r.snippet = read_snippet(ws, r, overlay)
     ranked_files = rank_files(chunks, offset + k)[offset:] if files else None
-    response = AskResponse(question, freshness(ws, overlay), results, None, mode, ranked_files)
+    response = AskResponse(question, fresh or freshness(ws, overlay), results, None, mode, ranked_files)
     response.offset = offset
-    response.worktree = _overlay_json(overlay) if worktree_overlay else None
+    response.worktree = _overlay_json(overlay) if worktree_overlay and view is None else None
     return response
 
 

@@ -304,11 +304,12 @@ _cache: OrderedDict[tuple[str, str, str, str], SymbolIndex] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def symbol_index(ws: Workspace) -> SymbolIndex:
-    """The graph of the current branch at its indexed commit, cached (LRU of ``CACHE_SIZE``).
+def symbol_index(ws: Workspace, branch_name: str | None = None) -> SymbolIndex:
+    """The graph of the current branch (or of the view ``branch_name``: another branch, a
+    revision view) at its indexed commit, cached (LRU of ``CACHE_SIZE``).
 
     Raises NotIndexed when the branch has no index yet."""
-    name = ws.repo.branch()
+    name = branch_name or ws.repo.branch()
     branch = ws.state.branch(name)
     if branch is None or branch.indexed_commit is None:
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
@@ -358,14 +359,14 @@ def clear_cache() -> None:
 # -- public queries -------------------------------------------------------------------
 
 
-def find_definitions(ws: Workspace, name: str, path: str | None = None) -> list[Definition]:
+def find_definitions(ws: Workspace, name: str, path: str | None = None, branch: str | None = None) -> list[Definition]:
     """Definitions named ``name`` in the current branch, best first; [] when there is none.
 
     ``name`` may be qualified with any separator (``Greeter.greet``, ``Greeter::greet``)
     or bare (``greet``). Order: exact qualified matches (by path, line), then definitions
     whose qualified name ends with ``name`` (shorter names first), and only when neither
     exists, the same suffix match ignoring case. ``path`` keeps only that file's."""
-    return symbol_index(ws).find(name, path)
+    return symbol_index(ws, branch).find(name, path)
 
 
 def file_outline(ws: Workspace, path: str) -> list[Definition]:

@@ -144,7 +144,7 @@ def test_tools_are_listed_with_usable_schemas(indexed: Repo, tmp_path: Path) -> 
         search = tools["search_code"].input_schema
         assert search["required"] == ["query"]
         assert set(search["properties"]) == {"query", "k", "mode", "path_prefix", "language", "exclude", "files",
-                                            "offset", "committed"}
+                                            "offset", "committed", "rev"}
         assert search["properties"]["exclude"]["type"] == "array" and search["properties"]["files"]["type"] == "boolean"
         assert search["properties"]["mode"]["enum"] == ["hybrid", "dense", "sparse"]
         assert search["properties"]["k"]["maximum"] == 50 and search["properties"]["k"]["default"] == 10

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.markup import escape
 
@@ -11,17 +12,17 @@ from gitrag.errors import EXIT_OK, StoreError
 from gitrag.retrieval import AskResponse
 from gitrag.retrieval import ask as run_ask
 from gitrag.store import SearchFilter
-from gitrag.workspace import open_workspace
+from gitrag.workspace import Workspace, open_workspace
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
         expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, worktree: bool = True,
-        offset: int = 0) -> int:
+        offset: int = 0, rev: str = "") -> int:
     from gitrag.daemon import routing
 
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None  # checks the globs
     # None: no daemon runs
-    more = {"worktree": worktree, "offset": offset}  # the work-tree overlay (gitrag.worktree), paging
+    more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.worktree, paging, gitrag.revisions
     routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files,
                          **more)
     catching_up = None
@@ -30,8 +31,12 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     else:
         ws = open_workspace(repo)
         try:
-            response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
-                               worktree_overlay=worktree, offset=offset)
+            if rev:
+                response = _ask_revision(ws, rev, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                                         offset=offset)
+            else:
+                response = run_ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                                   worktree_overlay=worktree, offset=offset)
         except StoreError as exc:  # a daemon started since we looked, and holds the store: ask it
             again = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
                                 files=files, **more) if routing.held_elsewhere(exc) else None
@@ -50,6 +55,14 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     else:
         _print(response, snippets=not written.text, catching_up=catching_up, none=_none_found(path, lang, exclude))
     return EXIT_OK
+
+
+def _ask_revision(ws: Workspace, rev: str, question: str, **kw: Any) -> AskResponse:
+    """``ask --rev`` in-process: the revision view is a sync, so it takes the index lock."""
+    from gitrag import index_lock, revisions
+
+    with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+        return revisions.ask(ws, rev, question, **kw)
 
 
 def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer:
@@ -107,6 +120,10 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
 
 def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     f = r.freshness
+    if r.revision:
+        output.out.print(f"[dim]revision {_printable(r.revision)} ({str(f.commit)[:12]}): answered from that commit's "
+                         f"tree; {_printable(f.branch)} is checked out[/]")
+        return
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""

@@ -179,9 +179,16 @@ class Service:
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         try:
-            data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand, files=files, worktree_overlay=worktree,
-                                                 offset=offset).to_json())
+            if rev:  # a revision view is a sync: on the worker's thread, after the queued ones
+                from gitrag import revisions
+
+                data = await worker.serial(lambda: revisions.ask(worker.workspace(root), rev, question, k=k, mode=mode,
+                                                                 scope=scope, expand=expand, files=files,
+                                                                 offset=offset).to_json())
+            else:
+                data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
+                                                     expand=expand, files=files, worktree_overlay=worktree,
+                                                     offset=offset).to_json())
         except NotIndexed as exc:
             busy = worker.catching_up(root)
             if busy is None:
