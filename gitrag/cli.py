@@ -136,6 +136,39 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
 
 
 @cli.command()
+@click.argument("location", metavar="PATH:LINE")
+@REPO
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
+@click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
+@click.option("--lang", "lang", default="", help="Only results in this language (as for ask --lang).")
+@click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
+              help="Leave out paths matching this gitignore-style glob (repeatable).")
+@click.option("--committed", is_flag=True, help="Only the indexed commit (by default the work tree's uncommitted "
+              "files are searched too, and PATH is read from disk when it is one of them).")
+@click.option("--offset", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Skip this many of the best results (paging).")
+@JSON
+def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tuple[str, ...], committed: bool,
+            offset: int, as_json: bool) -> None:
+    """Rank the code most like the chunk at PATH:LINE (the chunk itself left out).
+
+    The chunk's own embedding and its terms are searched as a question's would be: a copy
+    of a function under another name, code that does the same elsewhere, a sibling
+    implementation. PATH is repository-relative, LINE counts from 1.
+
+    \b
+    Examples:
+      gitrag related src/app/retry.py:42
+      gitrag related src/app/retry.py:42 --path src/ --lang python -k 5 --json
+    """
+    from gitrag.commands.related import related as run
+
+    lang = _language(lang)
+    _exit(lambda: run(_text(location), repo, k, _repo_path(path), lang, tuple(_repo_path(g) for g in exclude),
+                      as_json, worktree=not committed, offset=offset))
+
+
+@cli.command()
 @REPO
 @JSON
 def status(repo: str, as_json: bool) -> None:

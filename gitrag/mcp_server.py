@@ -77,6 +77,9 @@ def clean_path(path: str, *, prefix: bool = False) -> str:
     return out + "/" if prefix and out and raw.endswith("/") else out
 
 
+_FRESH_FIELDS = ("branch", "commit", "head", "up_to_date", "worktree_changes")
+
+
 def fresh_fields(f: Freshness) -> dict[str, Any]:
     """The freshness fields every tool result carries."""
     return {"branch": f.branch, "commit": f.commit, "head": f.head, "up_to_date": f.up_to_date,
@@ -141,6 +144,25 @@ class Tools:
                                  exclude=exclude, files=files, **more)
             if routed is not None:
                 return routed
+            launch.ensure_running()
+        raise GitragError("the gitrag daemon went away three times while answering; see its log "
+                          f"({launch.log_path()})")
+
+    def find_related(self, path: str, line: int, k: int, path_prefix: str, language: str,
+                     committed: bool = False, offset: int = 0) -> dict[str, Any]:
+        """The chunks most like the one at ``path``:``line`` (gitrag.related), through the daemon."""
+        clean = clean_path(path)
+        prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
+        args = {"location": f"{clean}:{line}", "k": k, "path": prefix, "lang": language.strip().lower(),
+                "exclude": [], "worktree": not committed, "offset": offset}
+        for _ in range(3):
+            data = routing.related(str(self.ws.repo.root), **args)
+            if data is not None:
+                keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
+                out = {"location": args["location"], **{f: data[f] for f in _FRESH_FIELDS}, "offset": offset,
+                       "located": {key: data["located"][key] for key in keep},
+                       "results": [{key: r[key] for key in keep} for r in data["results"]]}
+                return out
             launch.ensure_running()
         raise GitragError("the gitrag daemon went away three times while answering; see its log "
                           f"({launch.log_path()})")
@@ -264,7 +286,7 @@ class _Server(MCPServer):
 
 
 def build_server(tools: Tools) -> MCPServer:
-    """An MCPServer exposing ``tools`` as search_code, get_symbol, get_symbol_dependencies,
+    """An MCPServer exposing ``tools`` as search_code, find_related, get_symbol, get_symbol_dependencies,
     get_file_outline and index_status."""
     server = _Server("gitrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
@@ -290,6 +312,23 @@ def build_server(tools: Tools) -> MCPServer:
     ) -> dict[str, Any]:
         return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files, offset, committed,
                          rev)
+
+    @server.tool(name="find_related", annotations=_annotations("Find related code"), description=(
+        "Code most like the chunk at path:line (that chunk left out): a copy under another name, code doing "
+        "the same elsewhere, sibling implementations. Returns {location, located (the chunk at that line), "
+        "results: [{path, start_line, end_line, symbol, kind, language, score, snippet, source}]} best first. "
+        "Uncommitted work-tree files are searched too, and path is read from disk when it is one "
+        "(committed=true: the indexed commit only). " + _FRESH))
+    def find_related(
+        path: Annotated[str, Field(description=_PATH, min_length=1)],
+        line: Annotated[int, Field(description="A line of the chunk, 1-based.", ge=1)],
+        k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
+        path_prefix: Annotated[str, Field(description=_PREFIX)] = "",
+        language: Annotated[str, Field(description=_LANGUAGE)] = "",
+        committed: Annotated[bool, Field(description=_COMMITTED)] = False,
+        offset: Annotated[int, Field(description=_OFFSET, ge=0, le=10_000)] = 0,
+    ) -> dict[str, Any]:
+        return tools.run(tools.find_related, path, line, k, path_prefix, language, committed, offset)
 
     @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
         "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "

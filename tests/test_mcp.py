@@ -72,7 +72,7 @@ def main() -> None:
     print(Greeter("world").greet())
 '''
 
-TOOLS = {"search_code", "get_symbol", "get_symbol_dependencies", "get_file_outline", "index_status"}
+TOOLS = {"search_code", "find_related", "get_symbol", "get_symbol_dependencies", "get_file_outline", "index_status"}
 Call = Callable[..., Awaitable[Any]]
 
 

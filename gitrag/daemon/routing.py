@@ -79,6 +79,12 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
     return Routed(response_from_json(data), config.load_settings(GitRepo(repo).workdir), data.get("catching_up"))
 
 
+def related(repo: str, **args: Any) -> dict[str, Any] | None:
+    """``gitrag related``'s JSON from the daemon (``args``: location, k, path, lang, exclude,
+    worktree, offset), or None when no daemon runs. Raises CommandError, Timeout."""
+    return _request("related", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), settings=_settings(repo), **args)
+
+
 def status(repo: str) -> dict[str, Any] | None:
     """The contract's status JSON from the daemon, or None when no daemon runs. This
     process's settings are judged first, as with no daemon (ConfigError)."""

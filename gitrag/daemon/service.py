@@ -169,12 +169,7 @@ class Service:
         globs = _globs(exclude)
         if not isinstance(files, bool):
             raise ConfigError(f"files must be true or false, not {files!r}")
-        if not isinstance(worktree, bool):
-            raise ConfigError(f"worktree must be true or false, not {worktree!r}")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ConfigError(f"offset must be a whole number >= 0, not {offset!r}")
-        if not isinstance(rev, str):
-            raise ConfigError(f"rev must be a string, not {rev!r}")
+        # worktree, offset, rev: types and ranges checked by protocol.ARGS
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
@@ -198,6 +193,22 @@ class Service:
         if busy is not None and data.get("commit") != data.get("head"):
             data["catching_up"] = busy
         return data
+
+    async def cmd_related(self, repo: str, location: str, k: int = 10, path: str = "", lang: str = "",
+                          exclude: Any = None, worktree: Any = True, offset: Any = 0,
+                          settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``gitrag related``'s JSON (gitrag.related) from the warm store. Raises
+        SettingsMismatch, NotIndexed, ConfigError for a bad argument."""
+        from gitrag.related import parse_location, related, to_json
+        from gitrag.store import SearchFilter
+
+        globs = _globs(exclude)
+        where, line = parse_location(location)
+        worker, root = self.worker_for(repo)
+        self.check_settings(root, settings)
+        scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
+        return await worker.read(lambda: to_json(*related(worker.workspace(root), where, line, k=k, scope=scope,
+                                                          worktree_overlay=worktree, offset=offset)))
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
