@@ -55,7 +55,7 @@ def synthetic(seed: int, lines: int = 500) -> str:
                 f"        total += len(str({c})) * i + {rnd.randint(1, 999)}\n",
                 f"        if total > {rnd.randint(100, 9999)}:\n", f"            break\n", f"    return total\n"]
         n += 1
-    return "".join(out[:lines])
+    return "".join("".join(out).splitlines(keepends=True)[:lines])
 
 
 def git(repo: Path, *args: str) -> str:

@@ -75,7 +75,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
         wanted = sorted(set(terms.indices) & overlay.terms())
         if wanted:
             sparse_hits = worktree.merge(
-                sparse_hits, overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted), depth, scope), depth)
+                sparse_hits, overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope), depth)
         payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731
                                 | overlay.payloads(ids))
     cands = {c.key: c for c in candidates(dense_hits, sparse_hits, max(PREFETCH, want), payloads=payloads)
@@ -107,7 +107,7 @@ def _located(ws: Workspace, branch: str, path: str, line: int,
              overlay: worktree.Overlay | None) -> tuple[Result, str]:
     """The chunk holding ``line`` of ``path``: the work tree's when ``overlay`` has the file."""
     if overlay is not None and path in overlay.files:
-        rows = [(p["point_id"], p) for p in overlay.files[path].payloads]
+        rows = [(worktree.overlay_key(path, i), p) for i, p in enumerate(overlay.files[path].payloads)]
     elif overlay is not None and path in overlay.hidden:
         raise NotIndexed(f"{path} is deleted in the work tree (or skipped now); give a file that exists")
     else:

@@ -111,9 +111,7 @@ def overlay_for(ws: Workspace) -> worktree.Overlay | None:
     branch = ws.state.branch(ws.repo.branch())
     if branch is None or ws.repo.head() is None:
         return None
-    from gitrag.indexer import Indexer
-
-    return worktree.build(ws, branch, Indexer(ws).variant)
+    return worktree.build(ws, branch)
 
 
 def search(
@@ -197,7 +195,7 @@ def _overlay_hits(ws: Workspace, coll: str, overlay: worktree.Overlay, dense: An
     if dense is not None:
         return overlay.dense_hits(dense, depth, scope)
     wanted = sorted(set(terms.indices) & overlay.terms())
-    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted), depth, scope) if wanted else []
+    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope) if wanted else []
 
 
 def _stable(r: Result) -> tuple[float, str, int, str]:

@@ -457,6 +457,17 @@ class State:
         rows = self.db.execute("SELECT path, blob, skip_reason FROM files WHERE branch=?", (branch,))
         return {r[0]: FileRow(*r) for r in rows}
 
+    def files_of(self, branch: str, paths: Iterable[str]) -> dict[str, FileRow]:
+        """The manifest rows of ``paths`` only (those the branch has), 500 per query."""
+        out: dict[str, FileRow] = {}
+        wanted = list(dict.fromkeys(paths))
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            rows = self.db.execute(f"SELECT path, blob, skip_reason FROM files WHERE branch=? AND path IN "
+                                   f"({','.join('?' * len(part))})", (branch, *part))
+            out.update((r[0], FileRow(*r)) for r in rows)
+        return out
+
     def points(self, branch: str, paths: Iterable[str] | None = None) -> list[PointRow]:
         """The manifest of ``branch``: its points (of every path, or of ``paths``)."""
         if paths is None:

@@ -22,7 +22,6 @@ import math
 import os
 import stat
 import threading
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,21 +48,30 @@ SOURCE = "worktree"
 KEY_PREFIX = "worktree:"  # overlay candidates' keys; never a store point id (those are UUIDs)
 MAX_FILES = 300  # paths overlaid per ask; an untracked build folder must not be embedded on an ask
 CACHE_FILES = 2048  # files kept chunked and embedded in the process
-_NS = uuid.UUID("0b7c3d4e-8f61-4a2b-9c5d-1e2f3a4b5c6d")
 
 
 @dataclass
 class OverlayFile:
     """One work-tree file as chunked and embedded: payloads like a point's (plus
-    ``source``), combined dense vectors (n, dim) and sparse weights with its path's terms."""
+    ``source``), combined dense vectors (n, dim), and its sparse weights (with its path's
+    terms) as postings ``{term id: [(chunk index, weight), ...]}``."""
 
     path: str
     blob: str  # git's blob id of the bytes on disk (not in the object database)
     data: bytes
     payloads: list[dict[str, Any]]
     dense: np.ndarray
-    sparse: list[dict[int, float]]
+    postings: dict[int, list[tuple[int, float]]]
     definitions: list[Definition]
+    languages: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.languages = frozenset(p.get("language", "") for p in self.payloads)
+
+
+def overlay_key(path: str, i: int) -> str:
+    """The candidate key of chunk ``i`` of the overlaid ``path``: ``worktree:<i>:<path>``."""
+    return f"{KEY_PREFIX}{i}:{path}"
 
 
 @dataclass
@@ -82,13 +90,7 @@ class Overlay:
     embedded: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
     truncated: int = 0
-    _keys: dict[str, tuple[OverlayFile, int]] = field(default_factory=dict, repr=False)
-    _graph: SymbolIndex | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        for f in self.files.values():
-            for i, p in enumerate(f.payloads):
-                self._keys[p["point_id"]] = (f, i)
+    generation: str = ""  # the branch's indexed commit when built (keys the IDF memo)
 
     @property
     def active(self) -> bool:
@@ -104,72 +106,102 @@ class Overlay:
         paths = tuple(sorted(set(base.excluded_paths) | self.hidden))
         return SearchFilter(base.path_prefix, base.language, base.exclude, paths)
 
-    def owns(self, key: str) -> bool:
-        return key in self._keys
+    def _locate(self, key: str) -> tuple[OverlayFile, int] | None:
+        if not key.startswith(KEY_PREFIX):
+            return None
+        index, _, path = key[len(KEY_PREFIX):].partition(":")
+        f = self.files.get(path)
+        if f is None or not index.isdigit() or int(index) >= len(f.payloads):
+            return None
+        return f, int(index)
 
-    def payload(self, key: str) -> dict[str, Any]:
-        f, i = self._keys[key]
-        return f.payloads[i]
+    def owns(self, key: str) -> bool:
+        return self._locate(key) is not None
 
     def payloads(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        return {k: self.payload(k) for k in keys if k in self._keys}
-
-    def snippet(self, key: str, start_byte: int, end_byte: int) -> str | None:
-        """The bytes ``[start_byte, end_byte)`` of the overlaid file ``key`` belongs to, as read
-        from disk for this search; None when ``key`` is not an overlay chunk."""
-        got = self._keys.get(key)
-        if got is None:
-            return None
-        return got[0].data[start_byte:end_byte].decode("utf-8", "replace")
+        out = {}
+        for k in keys:
+            got = self._locate(k)
+            if got is not None:
+                out[k] = got[0].payloads[got[1]]
+        return out
 
     def snippet_of_blob(self, path: str, blob: str, start_byte: int, end_byte: int) -> str | None:
+        """The bytes ``[start_byte, end_byte)`` of the overlaid ``path`` as read from disk for
+        this search; None when ``path`` is not overlaid with that blob."""
         f = self.files.get(path)
         if f is None or f.blob != blob:
             return None
         return f.data[start_byte:end_byte].decode("utf-8", "replace")
 
     # -- the two lists ---------------------------------------------------------------------
-    def _admitted(self, scope: SearchFilter | None) -> list[tuple[OverlayFile, int]]:
-        return [(f, i) for f in self.files.values() for i, p in enumerate(f.payloads)
-                if scope is None or scope.admits(p["path"], p.get("language", ""))]
+    def _admitted(self, scope: SearchFilter | None) -> list[OverlayFile]:
+        """The files with a chunk inside ``scope`` (path and language; a file's chunks share its path)."""
+        return [f for f in self.files.values() if f.payloads and (
+            scope is None or any(scope.admits(f.path, lang) for lang in f.languages))]
+
+    def _inside(self, f: OverlayFile, i: int, scope: SearchFilter | None) -> bool:
+        return scope is None or not scope.language or f.payloads[i].get("language", "") == scope.language
 
     def dense_hits(self, query: np.ndarray, limit: int, scope: SearchFilter | None) -> list[Hit]:
         """The overlay's chunks by cosine to ``query`` (float32 (dim,), normalised, as the
         store's dense list), best first, at most ``limit``."""
-        hits = []
-        for f in self.files.values():
-            if not f.payloads:
-                continue
-            scores = f.dense @ np.asarray(query, dtype=np.float32)
-            for i, p in enumerate(f.payloads):
-                if scope is None or scope.admits(p["path"], p.get("language", "")):
-                    hits.append(Hit(p["point_id"], float(scores[i]), p))
-        return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
+        q = np.asarray(query, dtype=np.float32)
+        admitted = self._admitted(scope)
+        if not admitted:
+            return []
+        scores = np.concatenate([f.dense @ q for f in admitted])
+        owner = [(f, i) for f in admitted for i in range(len(f.payloads))]
+        order = np.argsort(-scores, kind="stable")
+        scored: list[tuple[float, str, OverlayFile, int]] = []
+        for j in order:
+            f, i = owner[int(j)]
+            if self._inside(f, i, scope):
+                scored.append((float(scores[j]), overlay_key(f.path, i), f, i))
+                if len(scored) >= limit:
+                    break
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored]
 
     def sparse_hits(self, terms: SparseVec, idf: dict[int, float], limit: int,
                     scope: SearchFilter | None) -> list[Hit]:
         """The overlay's chunks by the store's sparse score, ``sum(q_t * idf_t * w_t)`` (see
         :func:`idf`), best first; chunks sharing no term with the query are left out."""
-        query = dict(zip(terms.indices, terms.values))
-        hits = []
-        for f, i in self._admitted(scope):
-            w = f.sparse[i]
-            score = sum(q * idf.get(t, 0.0) * w[t] for t, q in query.items() if t in w)
-            if score > 0:
-                p = f.payloads[i]
-                hits.append(Hit(p["point_id"], float(score), p))
-        return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
+        scored: list[tuple[float, str, OverlayFile, int]] = []
+        for f in self._admitted(scope):
+            acc: dict[int, float] = {}
+            for t, q in zip(terms.indices, terms.values):
+                weight = q * idf.get(t, 0.0)
+                for i, w in f.postings.get(t, ()):
+                    acc[i] = acc.get(i, 0.0) + weight * w
+            scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items() if s > 0 and self._inside(f, i, scope)]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored[:limit]]
 
-    def terms(self) -> set[int]:
+    def _derived(self) -> tuple[frozenset[int], SymbolIndex]:
+        """(every term id of the overlay's sparse vectors, the symbol graph of its files),
+        kept for the last few sets of files: a second ask over the same edits rebuilds neither."""
+        key = tuple((f.path, f.blob) for f in self.files.values())
+        with _cache_lock:
+            got = _derived.get(key)
+        if got is None:
+            terms = frozenset(t for f in self.files.values() for t in f.postings)
+            defs = [d for f in self.files.values() for d in f.definitions]
+            got = (terms, SymbolIndex(self.files, defs, []))
+            with _cache_lock:
+                _derived[key] = got
+                while len(_derived) > 4:
+                    _derived.popitem(last=False)
+        return got
+
+    def terms(self) -> frozenset[int]:
         """Every term id in the overlay's sparse vectors."""
-        return {t for f in self.files.values() for w in f.sparse for t in w}
+        return self._derived()[0]
 
     # -- the symbol graph -------------------------------------------------------------------
     def graph(self) -> SymbolIndex:
-        if self._graph is None:
-            defs = [d for f in self.files.values() for d in f.definitions]
-            self._graph = SymbolIndex(self.files, defs, [])
-        return self._graph
+        """The definitions of the overlaid files (no references: ranking asks for definitions only)."""
+        return self._derived()[1]
 
 
 def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hit]:
@@ -183,6 +215,7 @@ def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hi
 
 _cache: OrderedDict[tuple[str, ...], OverlayFile] = OrderedDict()
 _cache_lock = threading.Lock()
+_derived: OrderedDict[tuple[tuple[str, str], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
 
 
 def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
@@ -209,19 +242,21 @@ def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
 class _WorktreePolicy(Policy):
     """The file policy with the work tree's ``.gitragignore`` (what the next commit will hold)."""
 
-    def __init__(self, ws: Workspace, commit: str) -> None:
-        self._root = ws.repo.root
+    def __init__(self, ws: Workspace, commit: str, ignore: str) -> None:
+        self._lines = ignore.splitlines()
         super().__init__(ws.repo, commit, ws.settings.max_file_bytes, None)
 
     def _load_ignore(self) -> pathspec.PathSpec:
-        try:
-            lines = (self._root / IGNORE_FILE).read_text("utf-8", "replace").splitlines()
-        except OSError:
-            lines = []
-        return pathspec.PathSpec.from_lines("gitignore", [*_DEFAULTS, *lines])
+        return pathspec.PathSpec.from_lines("gitignore", [*_DEFAULTS, *self._lines])
 
 
-def build(ws: Workspace, branch: Branch, variant: str = "") -> Overlay:
+_verdicts: OrderedDict[tuple[str, ...], str | None] = OrderedDict()  # (data dir, head, ignore, path, blob) -> reason
+# (data dir, path) -> (lstat signature, blob id, bytes): a file whose signature is unchanged is not
+# read and hashed again (git's own index does the same with the same fields)
+_stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = OrderedDict()
+
+
+def build(ws: Workspace, branch: Branch) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
@@ -230,12 +265,16 @@ def build(ws: Workspace, branch: Branch, variant: str = "") -> Overlay:
     paths, changes = dirty_paths(ws, branch)
     if not paths:
         return Overlay(changes=changes)
-    manifest = ws.state.files(branch.name)
+    manifest = ws.state.files_of(branch.name, paths)
     root = ws.repo.root
-    head = ws.repo.head() or branch.indexed_commit
-    policy = _WorktreePolicy(ws, head) if head else None
+    head = ws.repo.head() or branch.indexed_commit or ""
+    try:
+        ignore = (root / IGNORE_FILE).read_text("utf-8", "replace")
+    except OSError:
+        ignore = ""
+    policy: list[Policy] = []  # made on the first file not judged before in this process
     hidden: set[str] = set()
-    todo: list[tuple[str, str, bytes, int]] = []
+    todo: list[tuple[str, str, bytes]] = []
     skipped: dict[str, str] = {}
     truncated = 0
     for path in paths:
@@ -250,9 +289,12 @@ def build(ws: Workspace, branch: Branch, variant: str = "") -> Overlay:
                 hidden.add(path)
             continue
         mode = 0o120000 if stat.S_ISLNK(info.st_mode) else (0o100755 if info.st_mode & 0o111 else 0o100644)
-        if mode == 0o100644 or mode == 0o100755:
-            if info.st_size > ws.settings.max_file_bytes:
-                data, blob = b"", ""
+        data, blob = b"", ""
+        if mode != 0o120000 and stat.S_ISREG(info.st_mode) and info.st_size <= ws.settings.max_file_bytes:
+            sig = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_mode)
+            seen = _stats.get((str(ws.data_dir), path))
+            if seen is not None and seen[0] == sig:
+                blob, data = seen[1], seen[2]
             else:
                 try:
                     data = disk.read_bytes()
@@ -262,13 +304,25 @@ def build(ws: Workspace, branch: Branch, variant: str = "") -> Overlay:
                         hidden.add(path)
                     continue
                 blob = str(pygit2.hash(data))
-        else:
-            data, blob = b"", ""
+                if len(data) == info.st_size:  # not written while we read it
+                    _stats[(str(ws.data_dir), path)] = (sig, blob, data)
+                    while len(_stats) > CACHE_FILES:
+                        _stats.popitem(last=False)
         if known is not None and blob and known.blob == blob:
             continue  # the same bytes as indexed (edited and edited back, or committed and indexed)
         if known is not None:
             hidden.add(path)
-        reason = _reason(policy, path, blob, mode, info.st_size, data)
+        key = (str(ws.data_dir), head, ignore, path, blob)
+        if key in _verdicts:
+            reason = _verdicts[key]
+        else:
+            if not policy:
+                policy.append(_WorktreePolicy(ws, head, ignore))
+            reason = _reason(policy[0], path, blob, mode, info.st_size, data) if head else None
+            if blob:
+                _verdicts[key] = reason
+                while len(_verdicts) > CACHE_FILES:
+                    _verdicts.popitem(last=False)
         if reason:
             skipped[path] = reason
             continue
@@ -276,14 +330,12 @@ def build(ws: Workspace, branch: Branch, variant: str = "") -> Overlay:
             truncated += 1
             hidden.discard(path)  # left as indexed: better stale than missing
             continue
-        todo.append((path, blob, data, mode))
-    files, embedded = _files(ws, todo, variant)
-    return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated)
+        todo.append((path, blob, data))
+    files, embedded = _files(ws, todo)
+    return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "")
 
 
-def _reason(policy: Policy | None, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
-    if policy is None:
-        return None
+def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
     reason = policy.by_path(Entry(path, blob, mode))
     if reason:
         return reason
@@ -291,13 +343,13 @@ def _reason(policy: Policy | None, path: str, blob: str, mode: int, size: int, d
     return reason or policy.by_content(data, path)
 
 
-def _files(ws: Workspace, todo: list[tuple[str, str, bytes, int]], variant: str) -> tuple[dict[str, OverlayFile], int]:
+def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str, OverlayFile], int]:
     """The overlaid files, from the process cache or chunked and embedded now."""
     emb = ws.embedder
     fp = emb.fingerprint
     out: dict[str, OverlayFile] = {}
     fresh: list[tuple[tuple[str, ...], str, str, bytes, Any]] = []
-    for path, blob, data, _mode in todo:
+    for path, blob, data in todo:
         key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
         with _cache_lock:
             got = _cache.get(key)
@@ -329,7 +381,9 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes, int]], variant: str)
         sparse_of.update(new_sparse)
     path_vecs, _ = path_vectors(ws.state, emb, fp, [path for _, path, _, _, _ in fresh])
     for key, path, blob, data, analysis in fresh:
-        payloads, dense_rows, sparse_rows = [], [], []
+        payloads: list[dict[str, Any]] = []
+        dense_rows: list[np.ndarray] = []
+        postings: dict[int, list[tuple[int, float]]] = {}
         for c in analysis.chunks:
             if not c.embeddable or c.hash not in vectors:
                 continue
@@ -337,19 +391,19 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes, int]], variant: str)
                 "path": path, "blob": blob, "start_byte": c.start_byte, "end_byte": c.end_byte,
                 "start_line": c.start_line, "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind,
                 "language": c.language, "chunk_hash": c.hash, "source": SOURCE,
-                "point_id": KEY_PREFIX + str(uuid.uuid5(_NS, f"{variant}\0{path}\0{blob}\0{c.start_byte}\0{c.hash}")),
             }
             if c.prose:
                 payload["prose"] = c.prose
+            vec = sparse.with_path(sparse_of[c.hash], path)
+            for t, w in zip(vec.indices, vec.values):
+                postings.setdefault(t, []).append((len(payloads), w))
             payloads.append(payload)
             dense_rows.append(combine(vectors[c.hash], path_vecs[path]))
-            vec = sparse.with_path(sparse_of[c.hash], path)
-            sparse_rows.append(dict(zip(vec.indices, vec.values)))
         dim = emb.dim
         matrix = np.stack(dense_rows).astype(np.float32) if dense_rows else np.zeros((0, dim), np.float32)
         defs = [Definition(path, d.start_line, d.end_line, d.name, d.kind, d.parent, analysis.language)
                 for d in analysis.definitions]
-        f = OverlayFile(path, blob, data, payloads, matrix, sparse_rows, defs)
+        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs)
         out[path] = f
         with _cache_lock:
             _cache[key] = f
@@ -360,10 +414,10 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes, int]], variant: str)
 
 # -- the store's IDF ---------------------------------------------------------------------------
 
-_idf_cache: OrderedDict[tuple[str, int, int], float] = OrderedDict()
+_idf_cache: OrderedDict[tuple[str, str, int], float] = OrderedDict()
 
 
-def idf(ws: Workspace, collection: str, term_ids: list[int]) -> dict[int, float]:
+def idf(ws: Workspace, collection: str, term_ids: list[int], generation: str = "") -> dict[int, float]:
     """The IDF the store applies to each term (Qdrant's ``Modifier.IDF``:
     ``ln(1 + (N - n + 0.5) / (n + 0.5))``, N points, n of them holding the term), so an
     overlay chunk's sparse score is on the scale of the store's own.
@@ -371,12 +425,13 @@ def idf(ws: Workspace, collection: str, term_ids: list[int]) -> dict[int, float]
     Read back from the store, not recounted: a one-term query's best hit scores
     ``idf * w`` where ``w`` is that point's weight (its cached sparse vector plus its
     path's terms); a term no point holds gets the formula with n = 0. Memoised per
-    (collection, point count, term)."""
-    n_points = ws.store.count(collection)
+    (collection, ``generation``, term): the caller passes what changes when the
+    collection does (the branch's indexed commit); IDF moves little between syncs."""
     out: dict[int, float] = {}
     probe: dict[int, Hit] = {}
+    missing: list[int] = []
     for t in term_ids:
-        key = (collection, n_points, t)
+        key = (collection, generation, t)
         if key in _idf_cache:
             out[t] = _idf_cache[key]
             continue
@@ -384,15 +439,22 @@ def idf(ws: Workspace, collection: str, term_ids: list[int]) -> dict[int, float]
         if hits:
             probe[t] = hits[0]
         else:
-            out[t] = math.log(1 + (n_points + 0.5) / 0.5)
+            missing.append(t)
     if probe:
         cached = ws.state.get_sparse([h.payload.get("chunk_hash", "") for h in probe.values()], sparse.VERSION)
         for t, hit in probe.items():
             vec = cached.get(hit.payload.get("chunk_hash", ""))
             w = dict(zip(*_with_path(vec, hit.payload.get("path", "")))).get(t) if vec else None
-            out[t] = hit.score / w if w else math.log(1 + (n_points + 0.5) / 0.5)
+            if w:
+                out[t] = hit.score / w
+            else:
+                missing.append(t)
+    if missing:
+        n_points = ws.store.count(collection)
+        for t in missing:
+            out[t] = math.log(1 + (n_points + 0.5) / 0.5)
     for t in term_ids:
-        _idf_cache[(collection, n_points, t)] = out[t]
+        _idf_cache[(collection, generation, t)] = out[t]
     while len(_idf_cache) > 65536:
         _idf_cache.popitem(last=False)
     return out
@@ -436,9 +498,9 @@ class OverlayLookup:
 
         f = self.overlay.files.get(site.path)
         if f is not None:
-            return [ranking.Candidate(p["point_id"], p["path"], p["start_line"], p["end_line"], p.get("symbol", ""),
-                                      p.get("kind", ""), 0.0, payload=p)
-                    for p in f.payloads if p["start_line"] <= site.line <= p["end_line"]]
+            return [ranking.Candidate(overlay_key(f.path, i), p["path"], p["start_line"], p["end_line"],
+                                      p.get("symbol", ""), p.get("kind", ""), 0.0, payload=p)
+                    for i, p in enumerate(f.payloads) if p["start_line"] <= site.line <= p["end_line"]]
         if site.path in self.overlay.hidden:
             return []
         return self.base.chunks_at(site)
