@@ -65,17 +65,19 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
     coll, view = branch.collection, branch.view
     want = offset + k + 1
     depth = max(SCORE_DEPTH, want)
-    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view,
+    read = depth + (overlay.extra_depth if overlay is not None else 0)
+    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=read, scope=scope, branch=view,
                                  with_payload=False)
-    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
+    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms.indices else []
     payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731
     if overlay is not None:
+        dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
         dense_hits = worktree.merge(dense_hits, overlay.dense_hits(dense, depth, scope), depth)
         wanted = sorted(set(terms.indices) & overlay.terms())
         if wanted:
-            sparse_hits = worktree.merge(
-                sparse_hits, overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope), depth)
+            found = overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope)
+            sparse_hits = worktree.merge(sparse_hits, found, depth)
         payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731
                                 | overlay.payloads(ids))
     cands = {c.key: c for c in candidates(dense_hits, sparse_hits, max(PREFETCH, want), payloads=payloads)

@@ -173,8 +173,11 @@ def search(
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
         results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, overlay)
     else:
-        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope,
-                               branch=branch.view)
+        more = overlay.extra_depth if overlay is not None else 0
+        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want + more, prefetch=max(PREFETCH, want) + more,
+                               scope=scope, branch=branch.view)
+        if overlay is not None:
+            hits = overlay.drop(hits)[:want]
         if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
             hits = worktree.merge(hits, _overlay_hits(ws, coll, overlay, dense, terms, want, scope), want)
         results = sorted((_result(h) for h in hits), key=_stable)
@@ -214,13 +217,15 @@ def _ranked(
     coll, view = row.collection, row.view
     top = max(PREFETCH, k)
     depth = max(SCORE_DEPTH, top)
-    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view,
+    read = depth + (overlay.extra_depth if overlay is not None else 0)
+    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=read, scope=scope, branch=view,
                                  with_payload=False)
-    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
+    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms else []
     lookup: Any = _Lookup(ws, branch, scope)
     payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731
     if overlay is not None:  # the work tree's chunks join both lists before anything is ranked
+        dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
         dense_hits = worktree.merge(dense_hits, _overlay_hits(ws, coll, overlay, dense, None, depth, scope), depth)
         if terms:
             sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope),

@@ -479,6 +479,14 @@ class State:
             out.extend(PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows)
         return out
 
+    def point_ids(self, branch: str, paths: Iterable[str]) -> set[str]:
+        """The point ids of ``branch``'s chunks of ``paths`` (no payloads decoded)."""
+        out: set[str] = set()
+        for path in paths:
+            rows = self.db.execute(_BRANCH_POINTS + " AND f.path = ?", (branch, path))
+            out.update(r[0] for r in rows)
+        return out
+
     def differing_paths(self, a: str, b: str) -> list[str] | None:
         """Paths whose file (blob or skip reason) differs between branches ``a`` and ``b``;
         None when their pipelines differ (every point differs)."""

@@ -47,6 +47,10 @@ from gitrag.workspace import Workspace
 SOURCE = "worktree"
 KEY_PREFIX = "worktree:"  # overlay candidates' keys; never a store point id (those are UUIDs)
 MAX_FILES = 300  # paths overlaid per ask; an untracked build folder must not be embedded on an ask
+# Hidden points up to this many are dropped from the store's lists after the query (read that
+# much deeper); more are left out by the query's filter instead. A path filter made each
+# query of a warm ask 2-5 ms slower on click (bench/bench_overlay.py), dropping ids costs ~0.
+POST_FILTER_MAX = 1000
 CACHE_FILES = 2048  # files kept chunked and embedded in the process
 
 
@@ -91,16 +95,31 @@ class Overlay:
     skipped: dict[str, str] = field(default_factory=dict)
     truncated: int = 0
     generation: str = ""  # the branch's indexed commit when built (keys the IDF memo)
+    hidden_ids: frozenset[str] = frozenset()  # point ids of the hidden paths' committed chunks
 
     @property
     def active(self) -> bool:
         return bool(self.hidden or self.files)
 
     # -- scope and payloads -------------------------------------------------------------
+    @property
+    def post_filter(self) -> bool:
+        """Hidden points are dropped from the lists by id (see :meth:`drop`), not by the query."""
+        return len(self.hidden_ids) <= POST_FILTER_MAX
+
+    @property
+    def extra_depth(self) -> int:
+        """How much deeper to read a store list so that dropping hidden points leaves its depth."""
+        return len(self.hidden_ids) if self.post_filter else 0
+
+    def drop(self, hits: list[Hit]) -> list[Hit]:
+        """``hits`` without the hidden paths' committed points."""
+        return [h for h in hits if h.id not in self.hidden_ids] if self.hidden_ids else hits
+
     def scope(self, scope: SearchFilter | None) -> SearchFilter | None:
-        """``scope`` with the hidden paths added to ``excluded_paths`` (the store leaves
-        them out of each list, so ``k`` results still come back)."""
-        if not self.hidden:
+        """``scope`` for the store's query: with the hidden paths in ``excluded_paths`` when
+        there are too many hidden points to drop after the query (:attr:`post_filter`)."""
+        if not self.hidden or self.post_filter:
             return scope
         base = scope or SearchFilter()
         paths = tuple(sorted(set(base.excluded_paths) | self.hidden))
@@ -332,7 +351,26 @@ def build(ws: Workspace, branch: Branch) -> Overlay:
             continue
         todo.append((path, blob, data))
     files, embedded = _files(ws, todo)
-    return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "")
+    hidden_ids = _hidden_ids(ws, branch, frozenset(hidden))
+    return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
+                   hidden_ids)
+
+
+_hidden_memo: OrderedDict[tuple[Any, ...], frozenset[str]] = OrderedDict()
+
+
+def _hidden_ids(ws: Workspace, branch: Branch, hidden: frozenset[str]) -> frozenset[str]:
+    """The point ids of ``hidden``'s committed chunks in ``branch`` (memoised per indexed commit)."""
+    if not hidden:
+        return frozenset()
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+    got = _hidden_memo.get(key)
+    if got is None:
+        got = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        _hidden_memo[key] = got
+        while len(_hidden_memo) > 8:
+            _hidden_memo.popitem(last=False)
+    return got
 
 
 def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:

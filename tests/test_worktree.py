@@ -75,7 +75,10 @@ def test_a_new_untracked_file_is_found_but_an_ignored_one_is_not(indexed: Repo) 
     assert got["worktree"]["hidden"] == 0
 
 
-def test_a_deleted_file_no_longer_answers(indexed: Repo) -> None:
+@pytest.mark.parametrize("post_filter", [True, False], ids=["dropped-by-id", "filtered-by-the-store"])
+def test_a_deleted_file_no_longer_answers(indexed: Repo, post_filter: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not post_filter:
+        monkeypatch.setattr(worktree, "POST_FILTER_MAX", 0)
     (indexed.path / "http/parser.py").unlink()
     got = _ask(indexed, "parse_header_line HTTP header", k=10)
     assert all(r["path"] != "http/parser.py" for r in got["results"])
