@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--click", required=True, type=Path, help="a git clone of pallets/click")
     ap.add_argument("--trials", type=int, default=7)
     ap.add_argument("--behind", type=int, default=50)
+    ap.add_argument("--only", choices=("overlay", "rev"), help="run one of the two parts")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-bench-overlay-"))
     os.environ["GITRAG_HOME"] = str(tmp / "home")
@@ -86,8 +87,10 @@ def main() -> None:
     repo = tmp / "click"
     subprocess.run(["git", "clone", "-q", str(args.click), str(repo)], check=True)
     try:
-        overlay_bench(repo, args.trials)
-        rev_bench(repo, args.behind)
+        if args.only != "rev":
+            overlay_bench(repo, args.trials)
+        if args.only != "overlay":
+            rev_bench(args.click, tmp, args.behind)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -153,11 +156,18 @@ def overlay_bench(repo: Path, trials: int) -> None:
         worktree._cache.clear()
 
 
-def rev_bench(repo: Path, behind: int) -> None:
+def rev_bench(click: Path, tmp: Path, behind: int) -> None:
+    """On a clone of click as it is (not the overlay part's one), indexed at HEAD first."""
     from gitrag import revisions
+    from gitrag.indexer import Indexer
     from gitrag.workspace import open_workspace
 
+    os.environ["GITRAG_HOME"] = str(tmp / "home-rev")
+    repo = tmp / "click-rev"
+    subprocess.run(["git", "clone", "-q", str(click), str(repo)], check=True)
     with open_workspace(repo) as ws:
+        s = Indexer(ws).sync()
+        print(f"\nindexed click at HEAD: {s.chunks_total} chunks in {s.seconds:.1f} s")
         target = f"HEAD~{behind}"
         changed = len(git(repo, "diff", "--name-only", target, "HEAD").split())
         t0 = time.perf_counter()

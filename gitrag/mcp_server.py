@@ -10,7 +10,9 @@ each other out. Tools run on SDK worker threads, one at a time (a lock around th
 
 Every result carries the index's freshness: ``branch``, ``commit`` (the indexed commit
 answered from), ``head``, ``up_to_date``, ``worktree_changes``. Source text comes from git
-blobs of the indexed commit, never from the work tree or outside the repository; paths
+blobs of the indexed commit, except the work-tree results of ``search_code`` and
+``find_related`` (``source: "worktree"``, gitrag.worktree: read from those files), never
+from outside the repository; paths
 given by the agent must be repository-relative (absolute paths and ``..`` are refused).
 Failures come back as tool errors (``is_error``) carrying gitrag's one-line message;
 the server itself never stops on a tool failure.
@@ -167,10 +169,30 @@ class Tools:
         raise GitragError("the gitrag daemon went away three times while answering; see its log "
                           f"({launch.log_path()})")
 
-    def get_symbol(self, name: str) -> dict[str, Any]:
-        found = self._definitions(name)
-        return {"query": name, **fresh_fields(freshness(self.ws)), "total": len(found),
-                "definitions": [self._with_snippet(d) for d in found[:MAX_DEFINITIONS]]}
+    def _revision(self, rev: str) -> tuple[str | None, Freshness]:
+        """(the view to read, its freshness): the current branch's, or with ``rev`` that
+        revision's view, which the daemon builds first when it is missing (an incremental
+        sync; this server never writes the store itself)."""
+        rev = rev.strip()
+        if not rev:
+            return None, freshness(self.ws)
+        from gitrag import revisions
+
+        commit = revisions.resolve(self.ws, rev)
+        view = revisions.view_name(commit)
+        row = self.ws.state.branch(view)
+        if row is None or row.indexed_commit != commit:
+            self._ask_daemon(rev, 1, "sparse", "", "", rev=rev)  # builds the view
+        return view, Freshness(self.ws.repo.branch(), commit, commit, 0)
+
+    def get_symbol(self, name: str, rev: str = "") -> dict[str, Any]:
+        view, fresh = self._revision(rev)
+        found = self._definitions(name, view)
+        out = {"query": name, **fresh_fields(fresh), "total": len(found),
+               "definitions": [self._with_snippet(d, view) for d in found[:MAX_DEFINITIONS]]}
+        if view:
+            out["revision"] = rev.strip()
+        return out
 
     def get_symbol_dependencies(self, symbol: str, hops: int) -> dict[str, Any]:
         found = self._definitions(symbol)
@@ -183,10 +205,14 @@ class Tools:
                 out[f"{rel}_omitted"] = len(deps[rel]) - MAX_LINKS
         return out
 
-    def get_file_outline(self, path: str) -> dict[str, Any]:
+    def get_file_outline(self, path: str, rev: str = "") -> dict[str, Any]:
         clean = clean_path(path)
-        outline = file_outline(self.ws, clean)
-        return {"path": clean, **fresh_fields(freshness(self.ws)), "definitions": [d.to_json() for d in outline]}
+        view, fresh = self._revision(rev)
+        outline = file_outline(self.ws, clean, view)
+        out = {"path": clean, **fresh_fields(fresh), "definitions": [d.to_json() for d in outline]}
+        if view:
+            out["revision"] = rev.strip()
+        return out
 
     def index_status(self) -> dict[str, Any]:
         ws = self.ws
@@ -217,17 +243,17 @@ class Tools:
         return busy if isinstance(busy, str) and busy else None
 
     # -- helpers -------------------------------------------------------------------------
-    def _definitions(self, name: str) -> list[Definition]:
-        found = find_definitions(self.ws, name)
+    def _definitions(self, name: str, view: str | None = None) -> list[Definition]:
+        found = find_definitions(self.ws, name, branch=view)
         if not found:
-            raise NotFound(f"no definition named {name!r} in the index of branch {self.ws.repo.branch()!r}; "
+            raise NotFound(f"no definition named {name!r} in the index of branch {view or self.ws.repo.branch()!r}; "
                            f"search_code finds code by description or identifier")
         return found
 
-    def _with_snippet(self, d: Definition) -> dict[str, Any]:
+    def _with_snippet(self, d: Definition, view: str | None = None) -> dict[str, Any]:
         """``d`` as JSON with its source lines read from the indexed blob."""
         out = d.to_json()
-        row = self.ws.state.files(self.ws.repo.branch()).get(d.path)
+        row = self.ws.state.files(view or self.ws.repo.branch()).get(d.path)
         text = self.ws.repo.read_blob(row.blob).decode("utf-8", "replace") if row else ""
         lines = text.splitlines()[d.start_line - 1 : d.end_line]
         out["snippet"] = "\n".join(lines[:MAX_SNIPPET_LINES])
@@ -248,7 +274,7 @@ _FILES = ("Also return files: the top k files, best first, each {path, language,
 _OFFSET = "Skip this many of the best results: offset=10 with k=10 gives results 11-20 of the same ranking."
 _COMMITTED = ("Search the indexed commit only. By default uncommitted work-tree changes are searched too: edited and "
               "new files answer with their code on disk (source 'worktree'), deleted ones no longer answer.")
-_REV = ("Search this revision's tree instead (a tag, a commit, 'HEAD~20'); the first search of a revision builds "
+_REV = ("Answer from this revision's tree instead (a tag, a commit, 'HEAD~20'); the first use of a revision builds "
         "its view from the nearest indexed commit (embedding only chunks never seen). commit then names it.")
 _NAME = "A function, method, class or type name, bare or qualified."
 _PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
@@ -336,8 +362,9 @@ def build_server(tools: Tools) -> MCPServer:
         f"end_line, name, kind, parent, language, snippet}}], total}} (at most {MAX_DEFINITIONS}). " + _FRESH))
     def get_symbol(
         name: Annotated[str, Field(description=_NAME, min_length=1)],
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.get_symbol, name)
+        return tools.run(tools.get_symbol, name, rev)
 
     @server.tool(name="get_symbol_dependencies", annotations=_annotations("Get symbol dependencies"), description=(
         "The symbol's neighbourhood in the code graph: callees (what it calls), callers (who calls it), "
@@ -357,8 +384,9 @@ def build_server(tools: Tools) -> MCPServer:
         "kind, parent, language}]}; nesting is given by parent. " + _FRESH))
     def get_file_outline(
         path: Annotated[str, Field(description=_PATH, min_length=1)],
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.get_file_outline, path)
+        return tools.run(tools.get_file_outline, path, rev)
 
     @server.tool(name="index_status", annotations=_annotations("Index status"), description=(
         "Whether the index of the checked-out branch is current: {repo, branch, commit (indexed), head, "

@@ -3,7 +3,9 @@
     analyse the question (gitrag.ranking.query), embed it (dense), take its code-aware terms (sparse)
     -> two store queries, the dense and the sparse list (ids and scores), and the payloads of
        each list's top PREFETCH by id -> gitrag.ranking (fusion, stages, top k)
-    -> snippets read back from the git object database by (blob id, byte range)
+       (with the work tree's uncommitted files merged into both lists, gitrag.worktree)
+    -> snippets read back from the git object database by (blob id, byte range), or from
+       the bytes read from disk for a work-tree result
     -> freshness: the commit answered from, HEAD now, work-tree files not in the index
 """
 

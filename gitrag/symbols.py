@@ -369,14 +369,16 @@ def find_definitions(ws: Workspace, name: str, path: str | None = None, branch: 
     return symbol_index(ws, branch).find(name, path)
 
 
-def file_outline(ws: Workspace, path: str) -> list[Definition]:
+def file_outline(ws: Workspace, path: str, branch: str | None = None) -> list[Definition]:
     """The definitions of ``path`` (repository-relative, ``/``-separated) in source order;
     nesting is given by ``parent``. [] for an indexed file without definitions (text,
-    a language without a grammar). Raises NotFound when the path is not indexed."""
-    index = symbol_index(ws)
+    a language without a grammar). ``branch``: another view than the current branch's.
+    Raises NotFound when the path is not indexed."""
+    index = symbol_index(ws, branch)
     if path not in index.paths:
         raise NotFound(
-            f"{path!r} is not in the index of branch {ws.repo.branch()!r} (not tracked, skipped or not indexed yet)"
+            f"{path!r} is not in the index of branch {branch or ws.repo.branch()!r} (not tracked, skipped or not "
+            f"indexed yet)"
         )
     return list(index.by_path.get(path, []))
 

@@ -96,5 +96,10 @@ def test_rev_through_the_daemon_and_mcp(tagged: Repo, daemon, tmp_path) -> None:
         assert got["results"][0]["path"] == "lib/checks.py" and got["revision"] == "v1.0"
         now = await _ok(s, "search_code", query="legacy_crc_checksum", k=3)
         assert all(r["path"] != "lib/checks.py" for r in now["results"]) and now["revision"] is None
+        sym = await _ok(s, "get_symbol", name="legacy_crc_checksum", rev="v1.0")
+        assert sym["definitions"][0]["path"] == "lib/checks.py" and "sum(payload)" in sym["definitions"][0]["snippet"]
+        assert sym["commit"] == tagged.git("rev-parse", "v1.0^{commit}") and sym["revision"] == "v1.0"
+        outline = await _ok(s, "get_file_outline", path="lib/checks.py", rev="HEAD~4")  # a view built on demand
+        assert [d["name"] for d in outline["definitions"]] == ["legacy_crc_checksum"]
 
     _drive(tagged.path, tmp_path, body)
