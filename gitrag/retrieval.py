@@ -195,12 +195,17 @@ def search(
 
 
 def _overlay_hits(ws: Workspace, coll: str, overlay: worktree.Overlay, dense: Any, terms: Any, depth: int,
-                  scope: SearchFilter | None) -> list[Hit]:
-    """The overlay's dense list (given ``dense``) or sparse list (given ``terms``), scored as the store's."""
+                  scope: SearchFilter | None, store_hits: list[Hit] | None = None) -> list[Hit]:
+    """The overlay's dense list (given ``dense``) or sparse list (given ``terms``), scored as
+    the store's; with the store's list (``store_hits``, ``depth`` long), only what can make
+    the merged list."""
+    floor = store_hits[-1].score if store_hits is not None and len(store_hits) >= depth else float("-inf")
     if dense is not None:
-        return overlay.dense_hits(dense, depth, scope)
+        return overlay.dense_hits(dense, depth, scope, floor)
     wanted = sorted(set(terms.indices) & overlay.terms())
-    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope) if wanted else []
+    if not wanted:
+        return []
+    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope, floor)
 
 
 def _stable(r: Result) -> tuple[float, str, int, str]:
@@ -228,10 +233,11 @@ def _ranked(
     payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731
     if overlay is not None:  # the work tree's chunks join both lists before anything is ranked
         dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
-        dense_hits = worktree.merge(dense_hits, _overlay_hits(ws, coll, overlay, dense, None, depth, scope), depth)
+        dense_hits = worktree.merge(dense_hits, _overlay_hits(ws, coll, overlay, dense, None, depth, scope,
+                                                              dense_hits), depth)
         if terms:
-            sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope),
-                                         depth)
+            sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope,
+                                                                    sparse_hits), depth)
         lookup = worktree.OverlayLookup(lookup, overlay, scope)
         payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731
                                 | overlay.payloads(ids))

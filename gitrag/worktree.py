@@ -162,9 +162,11 @@ class Overlay:
     def _inside(self, f: OverlayFile, i: int, scope: SearchFilter | None) -> bool:
         return scope is None or not scope.language or f.payloads[i].get("language", "") == scope.language
 
-    def dense_hits(self, query: np.ndarray, limit: int, scope: SearchFilter | None) -> list[Hit]:
+    def dense_hits(self, query: np.ndarray, limit: int, scope: SearchFilter | None,
+                   floor: float = -math.inf) -> list[Hit]:
         """The overlay's chunks by cosine to ``query`` (float32 (dim,), normalised, as the
-        store's dense list), best first, at most ``limit``."""
+        store's dense list), best first, at most ``limit``, none scoring below ``floor``
+        (the last score of a full store list: lower ones would not make the merged list)."""
         q = np.asarray(query, dtype=np.float32)
         admitted = self._admitted(scope)
         if not admitted:
@@ -172,6 +174,8 @@ class Overlay:
         scores = np.concatenate([f.dense @ q for f in admitted])
         owner = [(f, i) for f in admitted for i in range(len(f.payloads))]
         order = np.argsort(-scores, kind="stable")
+        if floor > -math.inf:
+            order = order[: int(np.count_nonzero(scores >= floor))]
         scored: list[tuple[float, str, OverlayFile, int]] = []
         for j in order:
             f, i = owner[int(j)]
@@ -183,7 +187,7 @@ class Overlay:
         return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored]
 
     def sparse_hits(self, terms: SparseVec, idf: dict[int, float], limit: int,
-                    scope: SearchFilter | None) -> list[Hit]:
+                    scope: SearchFilter | None, floor: float = -math.inf) -> list[Hit]:
         """The overlay's chunks by the store's sparse score, ``sum(q_t * idf_t * w_t)`` (see
         :func:`idf`), best first; chunks sharing no term with the query are left out."""
         scored: list[tuple[float, str, OverlayFile, int]] = []
@@ -193,7 +197,8 @@ class Overlay:
                 weight = q * idf.get(t, 0.0)
                 for i, w in f.postings.get(t, ()):
                     acc[i] = acc.get(i, 0.0) + weight * w
-            scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items() if s > 0 and self._inside(f, i, scope)]
+            scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items()
+                       if s > 0 and s >= floor and self._inside(f, i, scope)]
         scored.sort(key=lambda item: (-item[0], item[1]))
         return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored[:limit]]
 
