@@ -2,7 +2,8 @@
 
     git status (HEAD vs work tree, untracked not ignored) + diff(indexed commit, HEAD)
     -> each path whose bytes on disk differ from the indexed blob (by git's blob id of them)
-    -> hidden: its committed points are left out of the store's lists (``excluded_paths``)
+    -> hidden: its committed points are dropped from the store's lists (by point id after
+       the query, or by the query's path filter past POST_FILTER_MAX points)
     -> read from disk, judged by the file policy (work-tree ``.gitragignore``), chunked
     -> vectors from the vector cache by chunk SHA-256, embed only the misses (and cache them)
     -> in-memory dense (dot product, as the store's cosine) and sparse lists (the store's own
@@ -11,8 +12,10 @@
 So an edited file answers with its new code, a deleted or renamed-away one no longer
 answers, and a new untracked file answers at once; every such result carries
 ``source="worktree"`` and its snippet comes from the file on disk. A file's chunks and
-vectors are kept in a small in-process LRU by (path, blob id), so in a long-lived process
-(the daemon, ``gitrag mcp``'s daemon) a second ask re-reads and hashes the dirty files only.
+vectors are kept in a small in-process LRU by (path, blob id), and a file is not re-read
+while its lstat signature holds, so in a long-lived process (the daemon, which ``gitrag
+mcp`` asks) a second ask costs git status and the in-memory scoring; a new process finds
+the vectors in the vector cache but chunks the files again.
 At most MAX_FILES paths are overlaid per ask (the rest are counted in ``truncated``).
 """
 
@@ -24,7 +27,6 @@ import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -506,14 +508,6 @@ def idf(ws: Workspace, collection: str, term_ids: list[int], generation: str = "
 def _with_path(vec: SparseVec, path: str) -> tuple[list[int], list[float]]:
     full = sparse.with_path(vec, path)
     return full.indices, full.values
-
-
-def is_overlay_key(key: str) -> bool:
-    return key.startswith(KEY_PREFIX)
-
-
-def worktree_path(ws: Workspace, path: str) -> Path:
-    return ws.repo.root / path
 
 
 class OverlayLookup:
