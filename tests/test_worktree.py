@@ -187,3 +187,26 @@ def test_mcp_search_sees_the_work_tree_marked_and_pages(indexed: Repo, tmp_path:
         assert [r["path"] for r in page["results"]] == [r["path"] for r in full["results"][2:4]]
 
     _drive(indexed.path, tmp_path, body)
+
+
+def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> None:  # type: ignore[no-untyped-def]
+    """After an overlay ask through the daemon, edits are chunked and embedded in the
+    background, so the next ask embeds nothing (the vectors and chunks are ready)."""
+    import time
+
+    from gitrag.daemon import client
+    from tests.daemonutil import wait_for
+
+    assert _cli(indexed, "backoff_delay")["worktree"]["searched"] is True  # the daemon notes this work tree
+    indexed.write("net/retry.py", RETRY + "\n\ndef warmed_ahead_of_the_ask(attempt):\n    return attempt * 3\n")
+    edited = time.time()
+
+    def warmed() -> float | None:
+        at = client.request("progress", timeout=10, repo=str(indexed.path)).get("worktree_warmed")
+        return at if at and at > edited else None
+
+    first = wait_for(warmed, "a warm-up round after the edit", deadline_s=120, every_s=0.2)
+    wait_for(lambda: (warmed() or 0) > first, "a second round (begun after the edit)", deadline_s=120, every_s=0.2)
+    got = _cli(indexed, "warmed_ahead_of_the_ask")
+    assert "warmed_ahead_of_the_ask" in got["results"][0]["symbol"] and got["results"][0]["source"] == "worktree"
+    assert got["worktree"]["embedded"] == 0  # done by the warm-up, not by this ask

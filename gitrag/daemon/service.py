@@ -20,6 +20,7 @@ import structlog
 
 from gitrag import __version__, config, identity
 from gitrag.daemon import registry
+from gitrag.daemon.warm import Warmer
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
 from gitrag.errors import ConfigError, GitragError
@@ -47,6 +48,7 @@ class Service:
         self.debounce: Debounce = debounce or (lambda key, fn: fn())
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
         self._embedders_lock = threading.Lock()
+        self.warmer = Warmer()  # work-tree overlays kept warm between asks (gitrag.daemon.warm)
 
     # -- repositories ------------------------------------------------------------------
     def _open(self, path: Path, rebuild: bool = False) -> Workspace:
@@ -181,6 +183,8 @@ class Service:
                                                                  scope=scope, expand=expand, files=files,
                                                                  offset=offset).to_json())
             else:
+                if worktree:
+                    self.warmer.note(root)
                 data = await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
                                                      expand=expand, files=files, worktree_overlay=worktree,
                                                      offset=offset).to_json())
@@ -207,6 +211,8 @@ class Service:
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
+        if worktree:
+            self.warmer.note(root)
         return await worker.read(lambda: to_json(*related(worker.workspace(root), where, line, k=k, scope=scope,
                                                           worktree_overlay=worktree, offset=offset)))
 
@@ -256,8 +262,9 @@ class Service:
         repo_ = GitRepo(repo)
         worker = self.workers.get(str(repo_.common_dir))
         if worker is None:
-            return {"catching_up": None, "stage": None, "done": 0, "total": 0, "seconds": 0.0}
-        return worker.progress_of(str(repo_.root))
+            return {"catching_up": None, "stage": None, "done": 0, "total": 0, "seconds": 0.0, "worktree_warmed": None}
+        # worktree_warmed: when the work-tree overlay was last built ahead of an ask (Unix time; None: never)
+        return worker.progress_of(str(repo_.root)) | {"worktree_warmed": self.warmer.warmed.get(str(repo_.root))}
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""
