@@ -210,3 +210,9 @@ def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> Non
     got = _cli(indexed, "warmed_ahead_of_the_ask")
     assert "warmed_ahead_of_the_ask" in got["results"][0]["symbol"] and got["results"][0]["source"] == "worktree"
     assert got["worktree"]["embedded"] == 0  # done by the warm-up, not by this ask
+
+
+def test_worktree_changes_count_files_alike_with_and_without_the_overlay(indexed: Repo) -> None:
+    for i in range(3):
+        indexed.write(f"newpkg/mod{i}.py", f"def helper_{i}():\n    return {i}\n")  # one untracked folder
+    assert _ask(indexed, "helper")["worktree_changes"] == 3 == _ask(indexed, "helper", worktree=False)["worktree_changes"]
