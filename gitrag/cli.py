@@ -94,9 +94,17 @@ def index(repo: str, as_json: bool, rebuild: bool) -> None:
               help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
 @click.option("--blame", is_flag=True, help="Give each result the last commit that changed its lines (git blame of "
               "the range: commit, date, author, subject).")
+@click.option("--committed", is_flag=True, help="Search the indexed commit only; by default uncommitted work-tree "
+              "changes (edited, new untracked, deleted, renamed files) are searched too, marked [work tree].")
+@click.option("--rev", "rev", default="", metavar="REV",
+              help="Answer from this revision's tree (a tag, a commit, HEAD~20): built from the nearest indexed "
+                   "commit, embedding only chunks never seen; the work tree is not searched.")
+@click.option("--offset", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Skip this many of the best results: with -k, a page of the same ranking (offset 10 -k 10: 11-20).")
 @JSON
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclude: tuple[str, ...], files: bool,
-        no_answer: bool, expand: int, blame: bool, as_json: bool) -> None:
+        no_answer: bool, expand: int, blame: bool, committed: bool, rev: str, offset: int,
+        as_json: bool) -> None:
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
@@ -109,6 +117,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
       gitrag ask "_unpack_args" --mode sparse -k 3
       gitrag ask "retry policy" --path src/net/ --json
       gitrag ask "how is the config parsed" --exclude 'docs/**' --exclude '*.md' --files
+      gitrag ask "retry policy" --committed     # as of the indexed commit, ignoring uncommitted edits
+      gitrag ask "retry policy" --rev v1.0      # as of the tag v1.0
     """
     from gitrag.commands.ask import ask as run
 
@@ -123,7 +133,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
         raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
                                  param_hint="QUESTION")
     lang = _language(lang)
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files, blame))
+    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files, blame,
+                      worktree=not committed, offset=offset, rev=rev.strip()))
 
 
 @cli.command("log")
@@ -151,6 +162,39 @@ def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
     if not question.strip():
         raise click.BadParameter("the question is empty", param_hint="QUESTION")
     _exit(lambda: run(question, repo, k, path, as_json))
+
+
+@cli.command()
+@click.argument("location", metavar="PATH:LINE")
+@REPO
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
+@click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
+@click.option("--lang", "lang", default="", help="Only results in this language (as for ask --lang).")
+@click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),
+              help="Leave out paths matching this gitignore-style glob (repeatable).")
+@click.option("--committed", is_flag=True, help="Only the indexed commit (by default the work tree's uncommitted "
+              "files are searched too, and PATH is read from disk when it is one of them).")
+@click.option("--offset", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Skip this many of the best results (paging).")
+@JSON
+def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tuple[str, ...], committed: bool,
+            offset: int, as_json: bool) -> None:
+    """Rank the code most like the chunk at PATH:LINE (the chunk itself left out).
+
+    The chunk's own embedding and its terms are searched as a question's would be: a copy
+    of a function under another name, code that does the same elsewhere, a sibling
+    implementation. PATH is repository-relative, LINE counts from 1.
+
+    \b
+    Examples:
+      gitrag related src/app/retry.py:42
+      gitrag related src/app/retry.py:42 --path src/ --lang python -k 5 --json
+    """
+    from gitrag.commands.related import related as run
+
+    lang = _language(lang)
+    _exit(lambda: run(_text(location), repo, k, _repo_path(path), lang, tuple(_repo_path(g) for g in exclude),
+                      as_json, worktree=not committed, offset=offset))
 
 
 @cli.command()

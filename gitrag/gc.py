@@ -26,8 +26,10 @@ from gitrag.workspace import Workspace
 
 def drop_deleted(ws: Workspace) -> list[str]:
     """Forget branches that no longer exist in git; returns their names."""
+    from gitrag.revisions import is_view
+
     alive = set(ws.repo.branches()) | {DETACHED}
-    gone = [b for b in ws.state.branches() if b.name not in alive]
+    gone = [b for b in ws.state.branches() if b.name not in alive and not is_view(b.name)]  # views: LRU
     for b in gone:
         forget_branch(ws, b)
     return [b.name for b in gone]

@@ -195,11 +195,12 @@ class GitRepo:
             return None
 
     def worktree_changes(self) -> int:
-        """Tracked files that differ between HEAD and the work tree or index, plus untracked ones."""
+        """Tracked files that differ between HEAD and the work tree or index, plus untracked
+        ones not ignored (each file of an untracked folder counts, as gitrag.worktree counts them)."""
         if self.workdir is None:
             return 0
         try:
-            status = self.repo.status(untracked_files="normal")
+            status = self.repo.status(untracked_files="all")
         except pygit2.GitError:
             return 0
         return sum(1 for flags in status.values() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED)

@@ -137,17 +137,19 @@ class Indexer:
         return state_mod.variant(self.pipeline, self.ws.embedder.fingerprint)
 
     # -- entry point ------------------------------------------------------------
-    def sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+    def sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None) -> IndexSummary:
         """:meth:`_sync`, healed (gitrag.heal): a damaged collection is moved aside and
         rebuilt from the vector cache, and ``rebuild`` moves it aside first."""
         from gitrag import heal
 
-        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch), rebuild=rebuild)
+        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch, commit), rebuild=rebuild)
 
-    def _sync(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
-        """:meth:`_sync_code`, then the branch's commit history to the same commit."""
-        summary = self._sync_code(rebuild, branch)
-        self._sync_history(summary)
+    def _sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None) -> IndexSummary:
+        """:meth:`_sync_code`, then the branch's commit history to the same commit (not for a
+        revision view: ``commit`` given; ``gitrag log`` reads the branches' history)."""
+        summary = self._sync_code(rebuild, branch, commit)
+        if commit is None:
+            self._sync_history(summary)
         return summary
 
     def _sync_history(self, summary: IndexSummary) -> None:
@@ -159,16 +161,21 @@ class Indexer:
         summary.commits_indexed = done.commits_read if done is not None else 0
         summary.seconds = round(summary.seconds + time.perf_counter() - t0, 3)
 
-    def _sync_code(self, rebuild: bool = False, branch: str | None = None) -> IndexSummary:
+    def _sync_code(self, rebuild: bool = False, branch: str | None = None,
+                   commit: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
         index to the commit at its tip, whether or not it is checked out (a sync reads the
         commit's tree from the object database, never the work tree). Raises
         EmptyRepository on an unborn branch, BranchGone when ``branch`` has no ref,
         EmbedderMismatch when the branch was indexed with another embedder (unless
-        ``rebuild``), EmbedderUnavailable / StoreError when those fail (nothing advances)."""
+        ``rebuild``), EmbedderUnavailable / StoreError when those fail (nothing advances).
+        ``branch`` and ``commit`` together: the view ``branch`` (a revision view, see
+        gitrag.revisions) to that commit, which no ref needs to name."""
         t0 = time.perf_counter()
         repo = self.ws.repo
-        if branch is None:
+        if branch is not None and commit is not None:
+            head, name = commit, branch
+        elif branch is None:
             head, name = repo.require_head(), repo.branch()
         else:
             tip = repo.branch_tip(branch)

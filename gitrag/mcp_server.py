@@ -10,7 +10,9 @@ each other out. Tools run on SDK worker threads, one at a time (a lock around th
 
 Every result carries the index's freshness: ``branch``, ``commit`` (the indexed commit
 answered from), ``head``, ``up_to_date``, ``worktree_changes``. Source text comes from git
-blobs of the indexed commit, never from the work tree or outside the repository; paths
+blobs of the indexed commit, except the work-tree results of ``search_code`` and
+``find_related`` (``source: "worktree"``, gitrag.worktree: read from those files), never
+from outside the repository; paths
 given by the agent must be repository-relative (absolute paths and ``..`` are refused).
 Failures come back as tool errors (``is_error``) carrying gitrag's one-line message;
 the server itself never stops on a tool failure.
@@ -49,8 +51,9 @@ semantic + keyword search and keeps a symbol graph. Use search_code to find code
 it does or by identifiers, get_symbol to jump to a definition by name, \
 get_symbol_dependencies for callers/callees/imports/bases/subclasses, get_file_outline \
 for a file's definitions, index_status to see whether the index is current. Lines are \
-1-based and inclusive. Results come from the indexed commit: when up_to_date is false or \
-worktree_changes > 0, recent edits are not in them."""
+1-based and inclusive. search_code also searches uncommitted work-tree edits (results marked \
+source 'worktree'; committed=true turns that off); the other tools answer from the indexed commit: \
+when up_to_date is false or worktree_changes > 0, recent edits are not in them."""
 
 
 class ToolInputError(GitragError):
@@ -74,6 +77,9 @@ def clean_path(path: str, *, prefix: bool = False) -> str:
         raise ToolInputError("an empty path; give a path relative to the repository root, like 'src/app.py'")
     out = "/".join(parts)
     return out + "/" if prefix and out and raw.endswith("/") else out
+
+
+_FRESH_FIELDS = ("branch", "commit", "head", "up_to_date", "worktree_changes")
 
 
 def fresh_fields(f: Freshness) -> dict[str, Any]:
@@ -112,15 +118,17 @@ class Tools:
 
     # -- tools -------------------------------------------------------------------------
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str,
-                    exclude: Sequence[str] = (), files: bool = False) -> dict[str, Any]:
+                    exclude: Sequence[str] = (), files: bool = False, offset: int = 0,
+                    committed: bool = False, rev: str = "") -> dict[str, Any]:
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         globs = tuple(exclude)
         lang = language.strip().lower()
         SearchFilter(prefix, lang, globs)  # checks the globs before anything is sent
-        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files)
+        routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files, worktree=not committed, offset=offset,
+                                  rev=rev.strip())
         results, fresh = routed.response.results, routed.response.freshness
-        keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet")
-        out = {"query": query, "mode": mode, **fresh_fields(fresh),
+        keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
+        out = {"query": query, "mode": mode, **fresh_fields(fresh), "offset": offset, "revision": rev.strip() or None,
                "results": [{key: getattr(r, key) for key in keep} for r in results]}
         if files:
             out["files"] = [h.to_json() for h in routed.response.files or []]
@@ -129,23 +137,62 @@ class Tools:
         return out
 
     def _ask_daemon(self, query: str, k: int, mode: str, prefix: str, language: str,
-                    exclude: tuple[str, ...] = (), files: bool = False) -> routing.Routed:
+                    exclude: tuple[str, ...] = (), files: bool = False, **more: Any) -> routing.Routed:
         """Search through the daemon, starting it when none runs. The daemon is the one
         process that opens the store (an embedded shard is open in one process at a time),
         so several MCP servers and CLI commands never lock each other out."""
         for _ in range(3):  # a daemon may stop between our start and our request (idle, `--stop`)
             routed = routing.ask(str(self.ws.repo.root), query, k, mode, prefix, language, True,
-                                 exclude=exclude, files=files)
+                                 exclude=exclude, files=files, **more)
             if routed is not None:
                 return routed
             launch.ensure_running()
         raise GitragError("the gitrag daemon went away three times while answering; see its log "
                           f"({launch.log_path()})")
 
-    def get_symbol(self, name: str) -> dict[str, Any]:
-        found = self._definitions(name)
-        return {"query": name, **fresh_fields(freshness(self.ws)), "total": len(found),
-                "definitions": [self._with_snippet(d) for d in found[:MAX_DEFINITIONS]]}
+    def find_related(self, path: str, line: int, k: int, path_prefix: str, language: str,
+                     committed: bool = False, offset: int = 0) -> dict[str, Any]:
+        """The chunks most like the one at ``path``:``line`` (gitrag.related), through the daemon."""
+        clean = clean_path(path)
+        prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
+        args = {"location": f"{clean}:{line}", "k": k, "path": prefix, "lang": language.strip().lower(),
+                "exclude": [], "worktree": not committed, "offset": offset}
+        for _ in range(3):
+            data = routing.related(str(self.ws.repo.root), **args)
+            if data is not None:
+                keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
+                out = {"location": args["location"], **{f: data[f] for f in _FRESH_FIELDS}, "offset": offset,
+                       "located": {key: data["located"][key] for key in keep},
+                       "results": [{key: r[key] for key in keep} for r in data["results"]]}
+                return out
+            launch.ensure_running()
+        raise GitragError("the gitrag daemon went away three times while answering; see its log "
+                          f"({launch.log_path()})")
+
+    def _revision(self, rev: str) -> tuple[str | None, Freshness]:
+        """(the view to read, its freshness): the current branch's, or with ``rev`` that
+        revision's view, which the daemon builds first when it is missing (an incremental
+        sync; this server never writes the store itself)."""
+        rev = rev.strip()
+        if not rev:
+            return None, freshness(self.ws)
+        from gitrag import revisions
+
+        commit = revisions.resolve(self.ws, rev)
+        view = revisions.view_name(commit)
+        row = self.ws.state.branch(view)
+        if row is None or row.indexed_commit != commit:
+            self._ask_daemon(rev, 1, "sparse", "", "", rev=rev)  # builds the view
+        return view, Freshness(self.ws.repo.branch(), commit, commit, 0)
+
+    def get_symbol(self, name: str, rev: str = "") -> dict[str, Any]:
+        view, fresh = self._revision(rev)
+        found = self._definitions(name, view)
+        out = {"query": name, **fresh_fields(fresh), "total": len(found),
+               "definitions": [self._with_snippet(d, view) for d in found[:MAX_DEFINITIONS]]}
+        if view:
+            out["revision"] = rev.strip()
+        return out
 
     def get_symbol_dependencies(self, symbol: str, hops: int) -> dict[str, Any]:
         found = self._definitions(symbol)
@@ -158,10 +205,14 @@ class Tools:
                 out[f"{rel}_omitted"] = len(deps[rel]) - MAX_LINKS
         return out
 
-    def get_file_outline(self, path: str) -> dict[str, Any]:
+    def get_file_outline(self, path: str, rev: str = "") -> dict[str, Any]:
         clean = clean_path(path)
-        outline = file_outline(self.ws, clean)
-        return {"path": clean, **fresh_fields(freshness(self.ws)), "definitions": [d.to_json() for d in outline]}
+        view, fresh = self._revision(rev)
+        outline = file_outline(self.ws, clean, view)
+        out = {"path": clean, **fresh_fields(fresh), "definitions": [d.to_json() for d in outline]}
+        if view:
+            out["revision"] = rev.strip()
+        return out
 
     def index_status(self) -> dict[str, Any]:
         ws = self.ws
@@ -192,17 +243,17 @@ class Tools:
         return busy if isinstance(busy, str) and busy else None
 
     # -- helpers -------------------------------------------------------------------------
-    def _definitions(self, name: str) -> list[Definition]:
-        found = find_definitions(self.ws, name)
+    def _definitions(self, name: str, view: str | None = None) -> list[Definition]:
+        found = find_definitions(self.ws, name, branch=view)
         if not found:
-            raise NotFound(f"no definition named {name!r} in the index of branch {self.ws.repo.branch()!r}; "
+            raise NotFound(f"no definition named {name!r} in the index of branch {view or self.ws.repo.branch()!r}; "
                            f"search_code finds code by description or identifier")
         return found
 
-    def _with_snippet(self, d: Definition) -> dict[str, Any]:
+    def _with_snippet(self, d: Definition, view: str | None = None) -> dict[str, Any]:
         """``d`` as JSON with its source lines read from the indexed blob."""
         out = d.to_json()
-        row = self.ws.state.files(self.ws.repo.branch()).get(d.path)
+        row = self.ws.state.files(view or self.ws.repo.branch()).get(d.path)
         text = self.ws.repo.read_blob(row.blob).decode("utf-8", "replace") if row else ""
         lines = text.splitlines()[d.start_line - 1 : d.end_line]
         out["snippet"] = "\n".join(lines[:MAX_SNIPPET_LINES])
@@ -220,6 +271,11 @@ _EXCLUDE = ("Leave out paths matching these gitignore-style globs, e.g. ['docs/*
 _FILES = ("Also return files: the top k files, best first, each {path, language, score (its best chunk's), "
           "matches (its chunks among the candidates), chunks: [{start_line, end_line, symbol, kind, score}] "
           "(its best 3)}: which files to open.")
+_OFFSET = "Skip this many of the best results: offset=10 with k=10 gives results 11-20 of the same ranking."
+_COMMITTED = ("Search the indexed commit only. By default uncommitted work-tree changes are searched too: edited and "
+              "new files answer with their code on disk (source 'worktree'), deleted ones no longer answer.")
+_REV = ("Answer from this revision's tree instead (a tag, a commit, 'HEAD~20'); the first use of a revision builds "
+        "its view from the nearest indexed commit (embedding only chunks never seen). commit then names it.")
 _NAME = "A function, method, class or type name, bare or qualified."
 _PATH = "Repository-relative path with '/' separators, e.g. 'src/app/core.py'."
 _READ_ONLY: dict[str, Any] = {"read_only_hint": True, "idempotent_hint": True, "open_world_hint": False}
@@ -256,14 +312,15 @@ class _Server(MCPServer):
 
 
 def build_server(tools: Tools) -> MCPServer:
-    """An MCPServer exposing ``tools`` as search_code, get_symbol, get_symbol_dependencies,
+    """An MCPServer exposing ``tools`` as search_code, find_related, get_symbol, get_symbol_dependencies,
     get_file_outline and index_status."""
     server = _Server("gitrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     @server.tool(name="search_code", annotations=_annotations("Search code"), description=(
         "Search the repository's indexed code by meaning and by identifiers (hybrid: embeddings + BM25, "
         "fused by RRF). Returns up to k results, best first: {path, start_line, end_line (1-based, inclusive), "
-        "symbol (qualified name like Class.method), kind, language, score, snippet (source text)}; with files=true "
+        "symbol (qualified name like Class.method), kind, language, score, snippet (source text), source ('index': "
+        "the indexed commit, 'worktree': an uncommitted file on disk)}; with files=true "
         "also files (ranked files with their best chunks). " + _FRESH))
     def search_code(
         query: Annotated[str, Field(description=_QUERY, min_length=1)],
@@ -275,8 +332,29 @@ def build_server(tools: Tools) -> MCPServer:
         language: Annotated[str, Field(description=_LANGUAGE)] = "",
         exclude: Annotated[list[str], Field(description=_EXCLUDE)] = [],  # noqa: B006 - never mutated
         files: Annotated[bool, Field(description=_FILES)] = False,
+        offset: Annotated[int, Field(description=_OFFSET, ge=0, le=10_000)] = 0,
+        committed: Annotated[bool, Field(description=_COMMITTED)] = False,
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files)
+        return tools.run(tools.search_code, query, k, mode, path_prefix, language, exclude, files, offset, committed,
+                         rev)
+
+    @server.tool(name="find_related", annotations=_annotations("Find related code"), description=(
+        "Code most like the chunk at path:line (that chunk left out): a copy under another name, code doing "
+        "the same elsewhere, sibling implementations. Returns {location, located (the chunk at that line), "
+        "results: [{path, start_line, end_line, symbol, kind, language, score, snippet, source}]} best first. "
+        "Uncommitted work-tree files are searched too, and path is read from disk when it is one "
+        "(committed=true: the indexed commit only). " + _FRESH))
+    def find_related(
+        path: Annotated[str, Field(description=_PATH, min_length=1)],
+        line: Annotated[int, Field(description="A line of the chunk, 1-based.", ge=1)],
+        k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
+        path_prefix: Annotated[str, Field(description=_PREFIX)] = "",
+        language: Annotated[str, Field(description=_LANGUAGE)] = "",
+        committed: Annotated[bool, Field(description=_COMMITTED)] = False,
+        offset: Annotated[int, Field(description=_OFFSET, ge=0, le=10_000)] = 0,
+    ) -> dict[str, Any]:
+        return tools.run(tools.find_related, path, line, k, path_prefix, language, committed, offset)
 
     @server.tool(name="get_symbol", annotations=_annotations("Get symbol definition"), description=(
         "Find definitions by name: exact qualified name first ('Greeter.greet', 'Type::method'), then "
@@ -284,8 +362,9 @@ def build_server(tools: Tools) -> MCPServer:
         f"end_line, name, kind, parent, language, snippet}}], total}} (at most {MAX_DEFINITIONS}). " + _FRESH))
     def get_symbol(
         name: Annotated[str, Field(description=_NAME, min_length=1)],
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.get_symbol, name)
+        return tools.run(tools.get_symbol, name, rev)
 
     @server.tool(name="get_symbol_dependencies", annotations=_annotations("Get symbol dependencies"), description=(
         "The symbol's neighbourhood in the code graph: callees (what it calls), callers (who calls it), "
@@ -305,8 +384,9 @@ def build_server(tools: Tools) -> MCPServer:
         "kind, parent, language}]}; nesting is given by parent. " + _FRESH))
     def get_file_outline(
         path: Annotated[str, Field(description=_PATH, min_length=1)],
+        rev: Annotated[str, Field(description=_REV)] = "",
     ) -> dict[str, Any]:
-        return tools.run(tools.get_file_outline, path)
+        return tools.run(tools.get_file_outline, path, rev)
 
     @server.tool(name="index_status", annotations=_annotations("Index status"), description=(
         "Whether the index of the checked-out branch is current: {repo, branch, commit (indexed), head, "

@@ -21,7 +21,7 @@ from typing import Any
 from gitrag import progress
 
 _consoles: dict[str, Any] = {}
-_STYLES = {"bold": "1", "dim": "2"}
+_STYLES = {"bold": "1", "dim": "2", "yellow": "33"}
 
 
 def __getattr__(name: str) -> Any:
@@ -47,8 +47,8 @@ def _styled(stream: Any) -> bool:
 
 
 def line(*parts: str | tuple[str, str]) -> None:
-    """One line on stdout from plain ``parts`` and ``(text, style)`` ones (style ``bold`` or
-    ``dim``): ANSI-styled on a terminal, plain elsewhere; the text is written as it is (no
+    """One line on stdout from plain ``parts`` and ``(text, style)`` ones (style ``bold``,
+    ``dim`` or ``yellow``): ANSI-styled on a terminal, plain elsewhere; the text is written as it is (no
     markup, no emoji codes), with ``\\uXXXX``-style escapes for what stdout cannot encode."""
     styled = _styled(sys.stdout)
     text = "".join(p if isinstance(p, str) else (f"\x1b[{_STYLES[p[1]]}m{p[0]}\x1b[0m" if styled else p[0])

@@ -30,6 +30,7 @@ class Result:
     end_byte: int = 0
     point_id: str = ""
     expanded_from: str = ""  # set on a graph expansion: the result whose dependency this is
+    source: str = "index"  # "index": from the indexed commit; "worktree": from the file on disk (gitrag.worktree)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +56,9 @@ class AskResponse:
     answer: str | None = None
     mode: str = "hybrid"
     files: list[FileHit] | None = None  # ranked files (``ask --files``), else None
+    offset: int = 0  # results skipped before these (paging)
+    worktree: dict[str, Any] | None = None  # what the work-tree overlay held (None: not asked for)
+    revision: str | None = None  # ``ask --rev``: the revision answered from, as given
 
     def to_json(self) -> dict[str, Any]:
         f = self.freshness
@@ -65,4 +69,8 @@ class AskResponse:
         }
         if self.files is not None:
             out["files"] = [h.to_json() for h in self.files]
+        out["offset"] = self.offset
+        out["worktree"] = self.worktree or {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0,
+                                            "truncated": 0}
+        out["revision"] = self.revision
         return out

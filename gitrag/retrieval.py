@@ -3,7 +3,9 @@
     analyse the question (gitrag.ranking.query), embed it (dense), take its code-aware terms (sparse)
     -> two store queries, the dense and the sparse list (ids and scores), and the payloads of
        each list's top PREFETCH by id -> gitrag.ranking (fusion, stages, top k)
-    -> snippets read back from the git object database by (blob id, byte range)
+       (with the work tree's uncommitted files merged into both lists, gitrag.worktree)
+    -> snippets read back from the git object database by (blob id, byte range), or from
+       the bytes read from disk for a work-tree result
     -> freshness: the commit answered from, HEAD now, work-tree files not in the index
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Callable, Collection
 from functools import lru_cache
 from typing import Any
 
-from gitrag import ranking, sparse, symbols
+from gitrag import ranking, sparse, symbols, worktree
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.file_results import CANDIDATES_PER_FILE, rank_files
 from gitrag.integrity import check_count, check_results
@@ -35,16 +37,28 @@ EXPAND_TOP = 3  # results whose dependencies --expand follows
 EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
 
 
-def freshness(ws: Workspace) -> Freshness:
+def freshness(ws: Workspace, overlay: worktree.Overlay | None = None) -> Freshness:
+    """The branch, its indexed commit, HEAD and the work-tree files that differ from HEAD
+    (counted by ``overlay`` when one was built, so git status runs once per ask)."""
     name = ws.repo.branch()
     branch = ws.state.branch(name)
-    return Freshness(name, branch.indexed_commit if branch else None, ws.repo.head(), ws.repo.worktree_changes())
+    changes = overlay.changes if overlay is not None else ws.repo.worktree_changes()
+    return Freshness(name, branch.indexed_commit if branch else None, ws.repo.head(), changes)
+
+
+def overlay_for(ws: Workspace) -> worktree.Overlay | None:
+    """The work-tree overlay of the current branch's index (gitrag.worktree), or None when
+    the branch is not indexed (search says so)."""
+    branch = ws.state.branch(ws.repo.branch())
+    if branch is None or ws.repo.head() is None:
+        return None
+    return worktree.build(ws, branch)
 
 
 def search(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
     snippets: bool = True, rerank_results: bool = True, expand: int = 0, disable: Collection[str] = (),
-    merge: bool = True,
+    merge: bool = True, overlay: worktree.Overlay | None = None, view: str | None = None,
 ) -> list[Result]:
     """Top ``k`` results for ``question`` in the current branch's collection, best first.
 
@@ -61,7 +75,10 @@ def search(
     the parent). ``merge``: touching pieces of one definition become one result
     (gitrag.ranking.pieces) before the top ``k`` are taken. ``scope.exclude`` globs are
     resolved against the branch's manifest here, so the store leaves those paths out of
-    the query itself. Raises NotIndexed when the branch has no index, ConfigError for a bad
+    the query itself. ``overlay`` (gitrag.worktree): the work tree's changed files join
+    both lists (``source="worktree"``) and the paths it hides leave them. ``view``: search
+    that view of the collection (a revision view, gitrag.revisions) instead of the current
+    branch. Raises NotIndexed when the branch has no index, ConfigError for a bad
     mode or an unknown stage."""
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -69,7 +86,7 @@ def search(
         off = ranking.check(disable)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    name = ws.repo.branch()
+    name = view or ws.repo.branch()
     ws.repo.require_head()  # an unborn branch: say "commit first", not "index first"
     branch = ws.state.branch(name)
     if branch is None or not branch.materialized or not ws.store.has_collection(branch.collection):
@@ -81,6 +98,10 @@ def search(
         )
     if scope is not None and scope.exclude:
         scope = scope.resolve(ws.state.files(branch.name))
+    if overlay is not None and not overlay.active:
+        overlay = None
+    if overlay is not None:
+        scope = overlay.scope(scope)
     query = ranking.analyse(question, long_questions="long-query" not in off)
     dense = ws.embedder.embed_query(query.dense_text) if mode in ("hybrid", "dense") else None
     terms = sparse.query_vector(question, query.term_weights) if mode in ("hybrid", "sparse") else None
@@ -92,10 +113,15 @@ def search(
     want = 2 * k if merge else k  # merging pieces frees places
     scores: dict[str, float] = {}  # the engine's cosines, checked against the points' vectors
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
-        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores)
+        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores, overlay)
     else:
-        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want, prefetch=max(PREFETCH, want), scope=scope,
-                               branch=branch.view)
+        more = overlay.extra_depth if overlay is not None else 0
+        hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want + more, prefetch=max(PREFETCH, want) + more,
+                               scope=scope, branch=branch.view)
+        if overlay is not None:
+            hits = overlay.drop(hits)[:want]
+        if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
+            hits = worktree.merge(hits, _overlay_hits(ws, coll, overlay, dense, terms, want, scope), want)
         results = sorted((_result(h) for h in hits), key=_stable)
         if terms is None:
             scores = {h.id: float(h.score) for h in hits}
@@ -103,15 +129,29 @@ def search(
         results = merge_pieces(results)
     results = results[:k]
     if expand > 0:
-        results += _expansions(ws, branch.name, results, expand, scope)
+        results += _expansions(ws, branch.name, results, expand, scope, view)
     # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
     check_results(ws, coll, branch.fingerprint, (r.point_id for r in results), dense, scores)
     if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
         check_count(ws, branch)
     if snippets:
         for r in results:
-            r.snippet = read_snippet(ws, r)
+            r.snippet = read_snippet(ws, r, overlay)
     return results
+
+
+def _overlay_hits(ws: Workspace, coll: str, overlay: worktree.Overlay, dense: Any, terms: Any, depth: int,
+                  scope: SearchFilter | None, store_hits: list[Hit] | None = None) -> list[Hit]:
+    """The overlay's dense list (given ``dense``) or sparse list (given ``terms``), scored as
+    the store's; with the store's list (``store_hits``, ``depth`` long), only what can make
+    the merged list."""
+    floor = store_hits[-1].score if store_hits is not None and len(store_hits) >= depth else float("-inf")
+    if dense is not None:
+        return overlay.dense_hits(dense, depth, scope, floor)
+    wanted = sorted(set(terms.indices) & overlay.terms())
+    if not wanted:
+        return []
+    return overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope, floor)
 
 
 def _stable(r: Result) -> tuple[float, str, int, str]:
@@ -120,7 +160,7 @@ def _stable(r: Result) -> tuple[float, str, int, str]:
 
 def _ranked(
     ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
-    off: frozenset[str], dense_scores: dict[str, float] | None = None,
+    off: frozenset[str], dense_scores: dict[str, float] | None = None, overlay: worktree.Overlay | None = None,
 ) -> list[Result]:
     """The dense and the sparse list, fetched separately, through gitrag.ranking.
 
@@ -131,16 +171,29 @@ def _ranked(
     coll, view = row.collection, row.view
     top = max(PREFETCH, k)
     depth = max(SCORE_DEPTH, top)
-    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=depth, scope=scope, branch=view,
+    read = depth + (overlay.extra_depth if overlay is not None else 0)
+    dense_hits = ws.store.search(coll, dense=dense, sparse=None, limit=read, scope=scope, branch=view,
                                  with_payload=False)
-    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=depth, scope=scope, branch=view,
+    sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms else []
+    lookup: Any = _Lookup(ws, branch, scope)
     # the candidates' payloads from the state's manifest rows (the store's, less membership):
     # SQLite primary-key lookups instead of the store's retrieve (BENCHMARKS.md, "Scale")
-    cands = candidates(dense_hits, sparse_hits, top, payloads=ws.state.payloads)
-    ranked = ranking.rank(query, cands, k, _Lookup(ws, branch, scope), off)
+    payloads: Callable[[list[str]], dict[str, dict[str, Any]]] = ws.state.payloads
+    if overlay is not None:  # the work tree's chunks join both lists before anything is ranked
+        dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
+        dense_hits = worktree.merge(dense_hits, _overlay_hits(ws, coll, overlay, dense, None, depth, scope,
+                                                              dense_hits), depth)
+        if terms:
+            sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope,
+                                                                    sparse_hits), depth)
+        lookup = worktree.OverlayLookup(lookup, overlay, scope)
+        payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731
+                                | overlay.payloads(ids))
+    cands = candidates(dense_hits, sparse_hits, top, payloads=payloads)
+    ranked = ranking.rank(query, cands, k, lookup, off)
     if dense_scores is not None:
-        dense_scores.update((h.id, float(h.score)) for h in dense_hits)
+        dense_scores.update((h.id, float(h.score)) for h in dense_hits if not (overlay is not None and overlay.owns(h.id)))
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 
 
@@ -185,7 +238,7 @@ class _Lookup:
         self._points: dict[str, list[Any]] = {}
 
     def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
-        found = symbols.find_definitions(self.ws, name)
+        found = symbols.find_definitions(self.ws, name, branch=self.branch)
         if exact_case:
             last = symbols.split_name(name)[-1:]
             found = [d for d in found if d.segments[-1:] == last]
@@ -199,10 +252,10 @@ class _Lookup:
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
 
     def known_paths(self, written: str) -> list[str]:
-        return ranking.written_paths(written, symbols.branch_paths(self.ws), KNOWN_PATH_MATCHES)
+        return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch), KNOWN_PATH_MATCHES)
 
     def project_names(self) -> frozenset[str]:
-        return _top_folders(symbols.branch_paths(self.ws))
+        return _top_folders(symbols.branch_paths(self.ws, self.branch))
 
     def history_prior(self, query: ranking.Query) -> dict[str, float]:
         """{path: share} of the files similar past commits changed (gitrag.history)."""
@@ -225,7 +278,7 @@ def _from_payload(point_id: str, p: dict[str, Any], score: float) -> Result:
     return Result(
         p["path"], p["start_line"], p["end_line"], p.get("symbol", ""), p.get("kind", ""), p.get("language", ""),
         round(score, 6), blob=p.get("blob", ""), start_byte=p.get("start_byte", 0), end_byte=p.get("end_byte", 0),
-        point_id=point_id,
+        point_id=point_id, source=p.get("source", "index"),
     )
 
 
@@ -233,7 +286,8 @@ def _as_candidate(r: Result) -> ranking.Candidate:
     return ranking.Candidate(r.point_id, r.path, r.start_line, r.end_line, r.symbol, r.kind, r.score)
 
 
-def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None) -> list[Result]:
+def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None,
+                view: str | None = None) -> list[Result]:
     """Chunks of the definitions the top results depend on (callees, bases), best first."""
     found: dict[str, Result] = {}
     parents = {r.point_id: r for r in results}
@@ -274,8 +328,11 @@ def _chunks_at(ws: Workspace, branch: str, d: symbols.Definition) -> list[Result
             if r.payload["start_line"] <= d.start_line <= r.payload["end_line"]]
 
 
-def read_snippet(ws: Workspace, result: Result) -> str:
-    """The result's source, sliced by bytes from its git blob, decoded as UTF-8 (replacing errors)."""
+def read_snippet(ws: Workspace, result: Result, overlay: worktree.Overlay | None = None) -> str:
+    """The result's source, sliced by bytes from its git blob (a work-tree result's from the
+    file as read from disk for this search), decoded as UTF-8 (replacing errors)."""
+    if overlay is not None and result.source == worktree.SOURCE:
+        return overlay.snippet_of_blob(result.path, result.blob, result.start_byte, result.end_byte) or ""
     try:
         data = ws.repo.read_blob(result.blob)
     except (KeyError, ValueError):
@@ -285,20 +342,40 @@ def read_snippet(ws: Workspace, result: Result) -> str:
 
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
-    expand: int = 0, files: bool = False, disable: Collection[str] = (),
+    expand: int = 0, files: bool = False, disable: Collection[str] = (), worktree_overlay: bool = False,
+    offset: int = 0, view: str | None = None, fresh: Freshness | None = None,
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
     ``files``: also rank the top ``k`` files (gitrag.file_results) from ``k`` x
-    CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks."""
+    CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks.
+    ``worktree_overlay``: search the work tree's uncommitted files too (gitrag.worktree;
+    ``worktree`` in the JSON says what it held). ``offset``: skip that many of the best
+    results (and files): results ``offset+1 .. offset+k`` of the same ranking, for paging. ``view`` and ``fresh``:
+    search that view (a revision's, see gitrag.revisions) and report that freshness; the
+    work tree is never overlaid on a view."""
+    overlay = overlay_for(ws) if worktree_overlay and view is None else None
+    offset = max(0, offset)
     if not files:
-        results = search(ws, question, k=k, mode=mode, scope=scope, expand=expand, disable=disable)
-        return AskResponse(question, freshness(ws), results, None, mode)
-    chunks = search(ws, question, k=max(k * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
-                    snippets=False, disable=disable)
-    results = chunks[:k]
+        results = search(ws, question, k=offset + k, mode=mode, scope=scope, expand=0, snippets=False,
+                         overlay=overlay, view=view, disable=disable)[offset:]
+    else:
+        chunks = search(ws, question, k=max((offset + k) * CANDIDATES_PER_FILE, PREFETCH), mode=mode, scope=scope,
+                        snippets=False, overlay=overlay, view=view, disable=disable)
+        results = chunks[offset : offset + k]
     if expand > 0:
-        results += _expansions(ws, ws.repo.branch(), results, expand, scope)
+        results += _expansions(ws, view or ws.repo.branch(), results, expand, overlay.scope(scope) if overlay else scope)
     for r in results:
-        r.snippet = read_snippet(ws, r)
-    return AskResponse(question, freshness(ws), results, None, mode, rank_files(chunks, k))
+        r.snippet = read_snippet(ws, r, overlay)
+    ranked_files = rank_files(chunks, offset + k)[offset:] if files else None
+    response = AskResponse(question, fresh or freshness(ws, overlay), results, None, mode, ranked_files)
+    response.offset = offset
+    response.worktree = _overlay_json(overlay) if worktree_overlay and view is None else None
+    return response
+
+
+def _overlay_json(overlay: worktree.Overlay | None) -> dict[str, Any]:
+    if overlay is None:
+        return {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0, "truncated": 0}
+    return {"searched": True, "files": len(overlay.files), "hidden": len(overlay.hidden), "embedded": overlay.embedded,
+            "skipped": len(overlay.skipped), "truncated": overlay.truncated}

@@ -419,6 +419,17 @@ class State:
         rows = self.db.execute("SELECT path, blob, skip_reason FROM files WHERE branch=?", (branch,))
         return {r[0]: FileRow(*r) for r in rows}
 
+    def files_of(self, branch: str, paths: Iterable[str]) -> dict[str, FileRow]:
+        """The manifest rows of ``paths`` only (those the branch has), 500 per query."""
+        out: dict[str, FileRow] = {}
+        wanted = list(dict.fromkeys(paths))
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            rows = self.db.execute(f"SELECT path, blob, skip_reason FROM files WHERE branch=? AND path IN "
+                                   f"({','.join('?' * len(part))})", (branch, *part))
+            out.update((r[0], FileRow(*r)) for r in rows)
+        return out
+
     def points(self, branch: str, paths: Iterable[str] | None = None) -> list[PointRow]:
         """The manifest of ``branch``: its points (of every path, or of ``paths``)."""
         if paths is None:
@@ -441,6 +452,14 @@ class State:
             rows = self.db.execute(f"SELECT point_id, payload FROM points WHERE point_id IN ({','.join('?' * len(part))})",
                                    part)
             out.update((pid, json.loads(payload)) for pid, payload in rows)
+        return out
+
+    def point_ids(self, branch: str, paths: Iterable[str]) -> set[str]:
+        """The point ids of ``branch``'s chunks of ``paths`` (no payloads decoded)."""
+        out: set[str] = set()
+        for path in paths:
+            rows = self.db.execute(_BRANCH_POINTS + " AND f.path = ?", (branch, path))
+            out.update(r[0] for r in rows)
         return out
 
     def differing_paths(self, a: str, b: str) -> list[str] | None:

@@ -308,10 +308,11 @@ _cache: OrderedDict[tuple[str, str, str, str], SymbolIndex] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _key(ws: Workspace) -> tuple[str, str, str, str]:
-    """(data dir, branch, indexed commit, chunker version) of the current branch; raises
-    NotIndexed when it has no index yet."""
-    name = ws.repo.branch()
+def _key(ws: Workspace, branch_name: str | None = None) -> tuple[str, str, str, str]:
+    """(data dir, branch, indexed commit, chunker version) of the current branch (or of the
+    view ``branch_name``: another branch, a revision view); raises NotIndexed when it has no
+    index yet."""
+    name = branch_name or ws.repo.branch()
     branch = ws.state.branch(name)
     if branch is None or branch.indexed_commit is None:
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
@@ -333,11 +334,12 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> 
             cache.popitem(last=False)
 
 
-def symbol_index(ws: Workspace) -> SymbolIndex:
-    """The graph of the current branch at its indexed commit, cached (LRU of ``CACHE_SIZE``).
+def symbol_index(ws: Workspace, branch_name: str | None = None) -> SymbolIndex:
+    """The graph of the current branch (or of the view ``branch_name``: another branch, a
+    revision view) at its indexed commit, cached (LRU of ``CACHE_SIZE``).
 
     Raises NotIndexed when the branch has no index yet."""
-    key = _key(ws)
+    key = _key(ws, branch_name)
     name = key[1]
     got = _loaded(key)
     if got is not None:
@@ -407,9 +409,10 @@ def _named_index(ws: Workspace, key: tuple[str, str, str, str], name_key: str) -
     return index
 
 
-def branch_paths(ws: Workspace) -> frozenset[str]:
-    """The current branch's indexed (not skipped) paths at its indexed commit, cached."""
-    key = _key(ws)
+def branch_paths(ws: Workspace, branch: str | None = None) -> frozenset[str]:
+    """The current branch's (or the view ``branch``'s) indexed (not skipped) paths at its
+    indexed commit, cached."""
+    key = _key(ws, branch)
     whole = _loaded(key)
     if whole is not None:
         return whole.paths
@@ -425,7 +428,7 @@ def branch_paths(ws: Workspace) -> frozenset[str]:
 # -- public queries -------------------------------------------------------------------
 
 
-def find_definitions(ws: Workspace, name: str, path: str | None = None) -> list[Definition]:
+def find_definitions(ws: Workspace, name: str, path: str | None = None, branch: str | None = None) -> list[Definition]:
     """Definitions named ``name`` in the current branch, best first; [] when there is none.
 
     ``name`` may be qualified with any separator (``Greeter.greet``, ``Greeter::greet``)
@@ -435,20 +438,20 @@ def find_definitions(ws: Workspace, name: str, path: str | None = None) -> list[
 
     Reads the definitions of ``name``'s last segment by key (or the whole graph, when it
     is loaded already or the state has no ``symbol_names``)."""
-    key = _key(ws)
+    key = _key(ws, branch)
     whole = _loaded(key)
     segments = split_name(name)
     if whole is not None or not segments or not ws.state.symbol_names_ready:
-        return (whole or symbol_index(ws)).find(name, path)
+        return (whole or symbol_index(ws, branch)).find(name, path)
     return _named_index(ws, key, segments[-1].lower()).find(name, path)
 
 
-def file_outline(ws: Workspace, path: str) -> list[Definition]:
+def file_outline(ws: Workspace, path: str, branch: str | None = None) -> list[Definition]:
     """The definitions of ``path`` (repository-relative, ``/``-separated) in source order;
     nesting is given by ``parent``. [] for an indexed file without definitions (text,
-    a language without a grammar). Raises NotFound when the path is not indexed. Reads
-    that one file's graph."""
-    key = _key(ws)
+    a language without a grammar). ``branch``: another view than the current branch's.
+    Raises NotFound when the path is not indexed. Reads that one file's graph."""
+    key = _key(ws, branch)
     whole = _loaded(key)
     if whole is not None:
         found, defs = path in whole.paths, list(whole.by_path.get(path, []))
@@ -457,7 +460,8 @@ def file_outline(ws: Workspace, path: str) -> list[Definition]:
         defs = SymbolIndex((), _definitions(path, json.loads(text)), []).by_path.get(path, []) if text else []
     if not found:
         raise NotFound(
-            f"{path!r} is not in the index of branch {ws.repo.branch()!r} (not tracked, skipped or not indexed yet)"
+            f"{path!r} is not in the index of branch {branch or ws.repo.branch()!r} (not tracked, skipped or not "
+            f"indexed yet)"
         )
     return list(defs)
 

@@ -22,7 +22,7 @@ from tests.gitutil import Repo
 from tests.ollama_stub import OllamaStub
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-COMMANDS = ("index", "ask", "status", "gc", "eval", "doctor", "log")
+COMMANDS = ("index", "ask", "status", "gc", "eval", "doctor", "log", "related")
 # objects whose keys are data, not field names: their keys are written <mode>, <kind>
 DATA_KEYS = {"modes": "<mode>", "modes.<mode>.by_kind": "<kind>", "repos[].branches[].skipped": "<reason>"}
 
@@ -100,6 +100,7 @@ def outputs(project: Repo, tmp_path: Path, daemon_start: Any) -> dict[str, list[
         out["ask"].append(run_json("ask", "send_message retries RETRY_LIMIT", cwd=cwd, env=chat))
     out["status"].append(run_json("status", cwd=cwd))
     out["gc"].append(run_json("gc", cwd=cwd))
+    out["related"].append(run_json("related", "app/retry.py:4", cwd=cwd))
     out["doctor"].append(run_json("doctor", cwd=cwd))
     questions = tmp_path / "questions.jsonl"
     questions.write_text("\n".join(json.dumps(q) for q in [
@@ -116,6 +117,7 @@ def outputs(project: Repo, tmp_path: Path, daemon_start: Any) -> dict[str, list[
     out["ask"].append(run_json("ask", "more", "--blame", cwd=cwd))
     out["log"].append(run_json("log", "more", "--path", "app/", cwd=cwd))
     out["ask"].append(run_json("ask", "send_message retries", "--files", "--exclude", "docs/**", cwd=cwd))
+    out["related"].append(run_json("related", "app/retry.py:4", "-k", "2", cwd=cwd))
     out["status"].append(run_json("status", cwd=cwd))
     out["gc"].append(run_json("gc", cwd=cwd))
     return out

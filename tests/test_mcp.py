@@ -72,7 +72,7 @@ def main() -> None:
     print(Greeter("world").greet())
 '''
 
-TOOLS = {"search_code", "get_symbol", "get_symbol_dependencies", "get_file_outline", "index_status"}
+TOOLS = {"search_code", "find_related", "get_symbol", "get_symbol_dependencies", "get_file_outline", "index_status"}
 Call = Callable[..., Awaitable[Any]]
 
 
@@ -143,7 +143,8 @@ def test_tools_are_listed_with_usable_schemas(indexed: Repo, tmp_path: Path) -> 
             assert t.annotations is not None and t.annotations.read_only_hint is True
         search = tools["search_code"].input_schema
         assert search["required"] == ["query"]
-        assert set(search["properties"]) == {"query", "k", "mode", "path_prefix", "language", "exclude", "files"}
+        assert set(search["properties"]) == {"query", "k", "mode", "path_prefix", "language", "exclude", "files",
+                                            "offset", "committed", "rev"}
         assert search["properties"]["exclude"]["type"] == "array" and search["properties"]["files"]["type"] == "boolean"
         assert search["properties"]["mode"]["enum"] == ["hybrid", "dense", "sparse"]
         assert search["properties"]["k"]["maximum"] == 50 and search["properties"]["k"]["default"] == 10
@@ -169,7 +170,8 @@ def test_search_and_status(indexed: Repo, tmp_path: Path) -> None:
         assert top["path"] == "app/util.py" and top["start_line"] <= 4 <= top["end_line"]
         lines = UTIL.splitlines()[top["start_line"] - 1 : top["end_line"]]
         assert top["snippet"].rstrip("\n") == "\n".join(lines).rstrip("\n")  # the lines it claims
-        assert set(top) == {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet"}
+        assert set(top) == {"path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source"}
+        assert top["source"] == "index"
         scoped = await _ok(s, "search_code", query="greet", path_prefix="app/greeter", mode="sparse")
         assert scoped["results"] and {r["path"] for r in scoped["results"]} == {"app/greeter.py"}
         kept = await _ok(s, "search_code", query="greet shout text", mode="sparse", k=5, exclude=["app/greeter.py"])
@@ -276,10 +278,11 @@ def test_freshness_and_snippets_come_from_the_indexed_commit(indexed: Repo, tmp_
         status = await _ok(s, "index_status")
         assert status["up_to_date"] is False and status["head"] == indexed.head() != status["commit"]
         assert status["worktree_changes"] == 1 and "gitrag index" in status["hint"]
-        data = await _ok(s, "search_code", query="shout upper-case text", k=3)
+        data = await _ok(s, "search_code", query="shout upper-case text", k=3, committed=True)
         assert data["up_to_date"] is False and data["worktree_changes"] == 1
         assert all("EDITED" not in r["snippet"] for r in data["results"])
         assert any("Upper-case text." in r["snippet"] for r in data["results"])
+        assert all(r["source"] == "index" for r in data["results"])
         if CHUNKER_VERSION != "0":
             (d,) = (await _ok(s, "get_symbol", name="shout"))["definitions"]
             assert "Upper-case text." in d["snippet"] and "EDITED" not in d["snippet"]

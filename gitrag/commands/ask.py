@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
-        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False) -> int:
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False, worktree: bool = True,
+        offset: int = 0, rev: str = "") -> int:
     from gitrag.daemon import routing
 
     if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
@@ -26,13 +27,15 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
 
         SearchFilter(path, lang, tuple(exclude))
     # None: no daemon runs
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files)
+    more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.worktree, paging, gitrag.revisions
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files,
+                         **more)
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
     else:
         response, settings, catching_up = _in_process(repo, question, k, mode, path, lang, no_answer, expand,
-                                                      tuple(exclude), files)
+                                                      tuple(exclude), files, more)
     blames = _blames(repo, response) if blame else None
     written = _answer(settings, response, no_answer, as_json)
     if as_json:
@@ -54,11 +57,12 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
 
 
 def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
-                exclude: tuple[str, ...], files: bool) -> tuple[AskResponse, Settings, str | None]:
+                exclude: tuple[str, ...], files: bool, more: dict[str, Any]) -> tuple[AskResponse, Settings, str | None]:
     """The answer from this process's own workspace (no daemon runs): (response, settings,
     catching_up). A damaged store is rebuilt and asked again (gitrag.heal); a store held by a
     daemon started since we looked is asked through it, one held by another command is
-    waited for (gitrag.held)."""
+    waited for (gitrag.held). ``more``: worktree (gitrag.worktree), offset (paging), rev
+    (gitrag.revisions)."""
     from gitrag import heal, held
     from gitrag.daemon import routing
     from gitrag.retrieval import ask as run_ask
@@ -70,14 +74,19 @@ def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: st
     def attempt() -> routing.Routed:
         ws = open_workspace(repo)
         try:
-            return routing.Routed(heal.answering(ws, lambda: run_ask(ws, question, k=k, mode=mode, scope=scope,
-                                                                     expand=expand, files=files)), ws.settings)
+            if more["rev"]:
+                return routing.Routed(heal.answering(ws, lambda: _ask_revision(
+                    ws, more["rev"], question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                    offset=more["offset"])), ws.settings)
+            return routing.Routed(heal.answering(ws, lambda: run_ask(
+                ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                worktree_overlay=more["worktree"], offset=more["offset"])), ws.settings)
         finally:
             ws.close()
 
     response, settings, catching_up = held.until_free(
         attempt, lambda: routing.ask(repo, question, k, mode, path, lang, no_answer, expand,
-                                     exclude=exclude, files=files),
+                                     exclude=exclude, files=files, **more),
         lambda: output.info("the index is open in another gitrag process; waiting for it"))
     return response, settings, catching_up
 
@@ -94,6 +103,14 @@ def _blames(repo: str, r: AskResponse) -> list[dict | None]:
         if key not in seen:
             seen[key] = blame_result(git, r.freshness.commit, *key)
     return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]
+
+
+def _ask_revision(ws: Any, rev: str, question: str, **kw: Any) -> AskResponse:
+    """``ask --rev`` in-process: the revision view is a sync, so it takes the index lock."""
+    from gitrag import index_lock, revisions
+
+    with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+        return revisions.ask(ws, rev, question, **kw)
 
 
 def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer | None:
@@ -136,12 +153,13 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
            blames: list[dict | None] | None = None) -> None:
     if not r.results:
         output.line(none)
-    for i, res in enumerate(r.results, 1):
-        via = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
+    for i, res in enumerate(r.results, r.offset + 1):
+        via: tuple[Any, ...] = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
+        via += ("  ", ("[work tree]", "yellow")) if res.source == "worktree" else ()
         output.line((f"{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}", "bold"),
                     f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
-        if blames is not None and blames[i - 1] is not None:
-            b = blames[i - 1]
+        if blames is not None and blames[i - 1 - r.offset] is not None:
+            b = blames[i - 1 - r.offset]
             output.line("      ", (f"last changed {b['date'][:10]} {b['commit'][:12]} {_printable(b['author'])}: "
                                     f"{_printable(b['subject'])}", "dim"))
         lines = res.snippet.splitlines() if snippets else []
@@ -154,9 +172,15 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
 
 def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     f = r.freshness
+    if r.revision:
+        output.line((f"revision {_printable(r.revision)} ({str(f.commit)[:12]}): answered from that commit's "
+                     f"tree; {_printable(f.branch)} is checked out", "dim"))
+        return
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
+    if r.worktree and r.worktree.get("searched") and f.worktree_changes:
+        extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 

@@ -73,6 +73,10 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
 def _branch_head(ws: Workspace, name: str, current: str) -> str | None:
     if name == current:
         return ws.repo.head()
+    from gitrag.revisions import PREFIX, is_view
+
+    if is_view(name):  # a revision view (ask --rev) is at its commit by definition
+        return name[len(PREFIX):-1]
     try:
         ref = ws.repo.repo.lookup_branch(name)
     except (ValueError, KeyError):

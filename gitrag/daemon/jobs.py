@@ -9,6 +9,8 @@
   registered repository whose branch is behind its HEAD (catches what hooks never saw:
   commits while the daemon was down, ``git reset``, a fetch into a branch)
 * gc, every ``gc_s``: the same worker stop, then see :mod:`gitrag.daemon.gc`
+* warm-overlays, every ``warm.WARM_EVERY_S``: the work-tree overlays of recently asked work
+  trees are built ahead of the next ask (:mod:`gitrag.daemon.warm`)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from gitrag import config
-from gitrag.daemon import gc, registry, spool
+from gitrag.daemon import gc, registry, spool, warm
 from gitrag.daemon.service import Service
 from gitrag.daemon.worker import RepoWorker
 from gitrag.errors import GitragError
@@ -50,6 +52,8 @@ class Jobs:
         self.scheduler.add_job(self.reconcile, "interval", seconds=self.reconcile_s, id="reconcile",
                                next_run_time=now, coalesce=True, max_instances=1)
         self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
+        self.scheduler.add_job(self.service.warmer.run, "interval", args=[self.service], seconds=warm.WARM_EVERY_S,
+                               id="warm-overlays", coalesce=True, max_instances=1)
         self.scheduler.start()
 
     def shutdown(self) -> None:

@@ -91,7 +91,8 @@ class Routed(NamedTuple):
 
 
 def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool,
-        expand: int = 0, *, exclude: tuple[str, ...] = (), files: bool = False) -> Routed | None:
+        expand: int = 0, *, exclude: tuple[str, ...] = (), files: bool = False, worktree: bool = True,
+        offset: int = 0, rev: str = "") -> Routed | None:
     """The daemon's answer (:class:`Routed`), or None when no daemon runs. ``exclude``
     (globs) and ``files`` are sent only when set, so an older daemon still answers plain
     asks. Raises CommandError (the daemon's error, e.g. NotIndexed, SettingsMismatch),
@@ -105,11 +106,23 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
         extra["files"] = True
     if os.environ.get("GITRAG_ASK_WAIT"):  # sent only when set: the daemon's own default otherwise
         extra["wait"] = catchup.ask_wait()
+    if not worktree:
+        extra["worktree"] = False  # the daemon searches the work tree too unless told not to
+    if offset:
+        extra["offset"] = offset
+    if rev:
+        extra["rev"] = rev
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
                     path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo), **extra)
     if data is None:
         return None
     return Routed(response_from_json(data), config.load_settings(workdir(repo)), data.get("catching_up"))
+
+
+def related(repo: str, **args: Any) -> dict[str, Any] | None:
+    """``gitrag related``'s JSON from the daemon (``args``: location, k, path, lang, exclude,
+    worktree, offset), or None when no daemon runs. Raises CommandError, Timeout."""
+    return _request("related", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), settings=_settings(repo), **args)
 
 
 def status(repo: str) -> dict[str, Any] | None:
@@ -165,4 +178,6 @@ def response_from_json(data: dict[str, Any]) -> Any:
     results = [Result(**{k: v for k, v in r.items() if k in names}) for r in data.get("results", [])]
     fresh = Freshness(data["branch"], data.get("commit"), data.get("head"), int(data.get("worktree_changes", 0)))
     files = [FileHit.from_json(f) for f in data["files"]] if isinstance(data.get("files"), list) else None
-    return AskResponse(data["question"], fresh, results, data.get("answer"), data.get("mode", "hybrid"), files)
+    out = AskResponse(data["question"], fresh, results, data.get("answer"), data.get("mode", "hybrid"), files)
+    out.offset, out.worktree, out.revision = int(data.get("offset", 0)), data.get("worktree"), data.get("revision")
+    return out

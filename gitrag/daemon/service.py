@@ -20,6 +20,7 @@ import structlog
 
 from gitrag import __version__, config, identity
 from gitrag.daemon import catchup, registry
+from gitrag.daemon.warm import Warmer
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.embedders import Embedder, create
 from gitrag.errors import ConfigError, GitragError
@@ -50,6 +51,7 @@ class Service:
         from gitrag.build import build_id
 
         build_id()  # the code this daemon started with, not what is on disk when first asked
+        self.warmer = Warmer()  # work-tree overlays kept warm between asks (gitrag.daemon.warm)
 
     # -- repositories ------------------------------------------------------------------
     def _open(self, path: Path, rebuild: bool = False) -> Workspace:
@@ -164,7 +166,8 @@ class Service:
     async def cmd_ask(self, repo: str, question: str, k: int = 10, mode: str = "hybrid", path: str = "",
                       lang: str = "", no_answer: bool = False, expand: int = 0,
                       settings: dict[str, Any] | None = None, exclude: Any = None,
-                      files: Any = False, wait: Any = None) -> dict[str, Any]:
+                      files: Any = False, wait: Any = None, worktree: Any = True, offset: Any = 0,
+                      rev: Any = "") -> dict[str, Any]:
         """The contract's ask JSON, answered from the warm embedder and store. An index behind
         HEAD (or none yet for the branch) is caught up first, waiting up to ``wait`` seconds
         (default ``GITRAG_ASK_WAIT``, 3; see gitrag.daemon.catchup); past that the answer
@@ -181,19 +184,29 @@ class Service:
         globs = _globs(exclude)
         if not isinstance(files, bool):
             raise ConfigError(f"files must be true or false, not {files!r}")
+        # worktree, offset, rev: types and ranges checked by protocol.ARGS
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         wait_s = catchup.ask_wait(wait)
 
         async def answer() -> dict[str, Any]:
+            if rev:  # a revision view is a sync: on the worker's thread, after the queued ones
+                from gitrag import revisions
+
+                return await worker.serial(lambda: revisions.ask(worker.workspace(root), rev, question, k=k, mode=mode,
+                                                                 scope=scope, expand=expand, files=files,
+                                                                 offset=offset).to_json())
+            if worktree:
+                self.warmer.note(root)
             return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand, files=files).to_json())
+                                                 expand=expand, files=files, worktree_overlay=worktree,
+                                                 offset=offset).to_json())
 
         async def lag() -> str | None:  # from the state alone, no search: cheap
             return await worker.read(lambda: catchup.lag(worker.workspace(root)))
 
-        behind = await lag()
+        behind = None if rev else await lag()  # a revision is answered from its own view
         if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
             async def at_head() -> bool:
@@ -229,6 +242,24 @@ class Service:
             return bool(worker.workspace(root).state.branches())
         except GitragError:
             return False
+
+    async def cmd_related(self, repo: str, location: str, k: int = 10, path: str = "", lang: str = "",
+                          exclude: Any = None, worktree: Any = True, offset: Any = 0,
+                          settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``gitrag related``'s JSON (gitrag.related) from the warm store. Raises
+        SettingsMismatch, NotIndexed, ConfigError for a bad argument."""
+        from gitrag.related import parse_location, related, to_json
+        from gitrag.store import SearchFilter
+
+        globs = _globs(exclude)
+        where, line = parse_location(location)
+        worker, root = self.worker_for(repo)
+        self.check_settings(root, settings)
+        scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
+        if worktree:
+            self.warmer.note(root)
+        return await worker.read(lambda: to_json(*related(worker.workspace(root), where, line, k=k, scope=scope,
+                                                          worktree_overlay=worktree, offset=offset)))
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
@@ -276,8 +307,9 @@ class Service:
         repo_ = GitRepo(repo)
         worker = self.workers.get(str(repo_.common_dir))
         if worker is None:
-            return {"catching_up": None, "stage": None, "done": 0, "total": 0, "seconds": 0.0}
-        return worker.progress_of(str(repo_.root))
+            return {"catching_up": None, "stage": None, "done": 0, "total": 0, "seconds": 0.0, "worktree_warmed": None}
+        # worktree_warmed: when the work-tree overlay was last built ahead of an ask (Unix time; None: never)
+        return worker.progress_of(str(repo_.root)) | {"worktree_warmed": self.warmer.warmed.get(str(repo_.root))}
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
         """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""

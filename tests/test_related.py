@@ -1,0 +1,97 @@
+"""``gitrag related PATH:LINE``: code most like the chunk at a location (gitrag.related),
+on a real git repository indexed in-process with the hash embedder and the real chunker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.gitutil import Repo, index
+
+ORIGINAL = '''def merge_sorted_runs(left, right):
+    """Merge two sorted lists into one sorted list."""
+    out, i, j = [], 0, 0
+    while i < len(left) and j < len(right):
+        if left[i] <= right[j]:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    out.extend(left[i:])
+    out.extend(right[j:])
+    return out
+'''
+
+
+@pytest.fixture
+def copies(repo: Repo) -> Repo:
+    repo.write("algo/merge.py", "import os\n\n\n" + ORIGINAL + "\n\ndef unrelated_helper(path):\n"
+               "    return os.path.basename(path)\n")
+    repo.write("vendor_like/combine.py", ORIGINAL.replace("merge_sorted_runs", "combine_ordered"))  # a renamed copy
+    repo.write("net/http.py", "def fetch_url(url, timeout):\n    \"\"\"Download a page.\"\"\"\n"
+               "    return request('GET', url, timeout=timeout)\n")
+    repo.write("net/retry.py", "def backoff(attempt):\n    return min(2 ** attempt, 60)\n")
+    repo.write("docs/sorting.md", "# Sorting\n\nWe merge sorted runs of lists.\n")
+    repo.commit("code")
+    index(repo.path)
+    return repo
+
+
+def _related(repo: Repo, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "related", *args, "--repo", str(repo.path), "--json"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_related_finds_a_copy_under_another_name_first_and_leaves_itself_out(copies: Repo) -> None:
+    got = _related(copies, "algo/merge.py:8")
+    assert got["located"]["symbol"] == "merge_sorted_runs" and got["question"] == "algo/merge.py:8"
+    top = got["results"][0]
+    assert (top["path"], top["symbol"]) == ("vendor_like/combine.py", "combine_ordered")
+    assert all(r["point_id"] != got["located"]["point_id"] for r in got["results"])
+    assert "def combine_ordered" in top["snippet"]
+
+
+def test_related_takes_asks_filters(copies: Repo) -> None:
+    got = _related(copies, "algo/merge.py:8", "--path", "net/", "-k", "1")
+    assert len(got["results"]) == 1 and got["results"][0]["path"].startswith("net/")
+    md = _related(copies, "algo/merge.py:8", "--lang", "markdown")
+    assert {r["language"] for r in md["results"]} == {"markdown"}
+    page = _related(copies, "algo/merge.py:8", "-k", "1", "--offset", "1")
+    full = _related(copies, "algo/merge.py:8", "-k", "2")
+    assert page["results"][0]["point_id"] == full["results"][1]["point_id"]
+
+
+def test_related_reads_an_edited_file_from_the_work_tree(copies: Repo) -> None:
+    copies.write("net/retry.py", "import os\n\n\n" + ORIGINAL.replace("merge_sorted_runs", "merge_again"))
+    got = _related(copies, "net/retry.py:6")
+    assert got["located"]["source"] == "worktree" and got["located"]["symbol"] == "merge_again"
+    assert {r["path"] for r in got["results"][:2]} == {"algo/merge.py", "vendor_like/combine.py"}
+
+
+def test_a_bad_location_is_one_line(copies: Repo) -> None:
+    for bad, says in (("algo/merge.py", "expected PATH:LINE"), ("algo/merge.py:999", "holds line 999"),
+                      ("nope.py:3", "has no chunks")):
+        proc = subprocess.run([sys.executable, "-m", "gitrag", "related", bad, "--repo", str(copies.path)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode in (1, 2) and says in proc.stderr, (bad, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_mcp_find_related(copies: Repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_mcp import _drive, _gitrag_error, _ok
+
+    async def body(s) -> None:  # type: ignore[no-untyped-def]
+        got = await _ok(s, "find_related", path="algo/merge.py", line=8, k=3)
+        assert got["located"]["symbol"] == "merge_sorted_runs" and got["location"] == "algo/merge.py:8"
+        assert (got["results"][0]["path"], got["results"][0]["source"]) == ("vendor_like/combine.py", "index")
+        assert got["up_to_date"] is True
+        bad = await _gitrag_error(s, "find_related", path="/etc/passwd", line=1)
+        assert "repository-relative" in bad or "absolute" in bad
+
+    _drive(copies.path, tmp_path, body)

@@ -1,0 +1,218 @@
+"""The work-tree overlay (gitrag.worktree): uncommitted edits, new untracked files,
+deletions and renames are searched with the branch's index, marked as work tree, on real
+git repositories indexed in-process with the hash embedder and the real chunker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitrag import worktree
+from gitrag.retrieval import ask
+from gitrag.store import SearchFilter
+from gitrag.workspace import open_workspace
+from tests.gitutil import Repo, index
+
+RETRY = ("def backoff_delay(attempt):\n    \"\"\"Seconds to wait before retrying a failed request.\"\"\"\n"
+         "    return min(2 ** attempt, 60)\n")
+CLIENT = ("def open_connection(host, port):\n    \"\"\"Open a socket to the host.\"\"\"\n    return (host, port)\n\n\n"
+          "class Client:\n    def send(self, request):\n        return open_connection(request.host, 80)\n")
+PARSER = "def parse_header_line(line):\n    \"\"\"Split one HTTP header line into name and value.\"\"\"\n" \
+         "    name, _, value = line.partition(':')\n    return name.strip(), value.strip()\n"
+
+
+@pytest.fixture
+def indexed(repo: Repo) -> Repo:
+    repo.write("net/retry.py", RETRY)
+    repo.write("net/client.py", CLIENT)
+    repo.write("http/parser.py", PARSER)
+    repo.write("docs/guide.md", "# Guide\n\nRetries use an exponential backoff.\n")
+    repo.write(".gitignore", "build/\n")
+    repo.commit("code")
+    index(repo.path)
+    return repo
+
+
+def _ask(repo: Repo, question: str, **kw: object) -> dict:
+    with open_workspace(repo.path) as ws:
+        return ask(ws, question, k=kw.pop("k", 5), worktree_overlay=kw.pop("worktree", True), **kw).to_json()
+
+
+def _cli(repo: Repo, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "ask", *args, "--repo", str(repo.path), "--json",
+                           "--no-answer"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_an_edit_is_found_from_the_work_tree_and_hides_the_committed_chunk(indexed: Repo) -> None:
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "jittered_backoff_delay")
+                  .replace("min(2 ** attempt, 60)", "min(2 ** attempt, 60) * random_jitter()"))
+    got = _ask(indexed, "jittered_backoff_delay random_jitter")
+    top = got["results"][0]
+    assert (top["path"], top["source"]) == ("net/retry.py", "worktree")
+    assert "jittered_backoff_delay" in top["snippet"] and "random_jitter()" in top["snippet"]  # from disk
+    assert all(not (r["path"] == "net/retry.py" and r["source"] == "index") for r in got["results"])
+    assert got["worktree"]["searched"] is True and got["worktree"]["files"] == 1 and got["worktree"]["hidden"] == 1
+    assert got["worktree_changes"] == 1
+    committed = _ask(indexed, "jittered_backoff_delay random_jitter", worktree=False)
+    assert all(r["source"] == "index" for r in committed["results"])
+    assert all("jittered" not in r["snippet"] for r in committed["results"])
+    assert any(r["path"] == "net/retry.py" for r in committed["results"])
+
+
+def test_a_new_untracked_file_is_found_but_an_ignored_one_is_not(indexed: Repo) -> None:
+    indexed.write("net/cache.py", "def evict_least_recently_used(cache):\n    \"\"\"Drop the oldest entry.\"\"\"\n"
+                  "    cache.popitem(last=False)\n")
+    indexed.write("build/generated.py", "def evict_least_recently_used_copy(cache):\n    return None\n")
+    got = _ask(indexed, "evict_least_recently_used")
+    assert got["results"][0]["path"] == "net/cache.py" and got["results"][0]["source"] == "worktree"
+    assert all(not r["path"].startswith("build/") for r in got["results"])
+    assert got["worktree"]["hidden"] == 0
+
+
+@pytest.mark.parametrize("post_filter", [True, False], ids=["dropped-by-id", "filtered-by-the-store"])
+def test_a_deleted_file_no_longer_answers(indexed: Repo, post_filter: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not post_filter:
+        monkeypatch.setattr(worktree, "POST_FILTER_MAX", 0)
+    (indexed.path / "http/parser.py").unlink()
+    got = _ask(indexed, "parse_header_line HTTP header", k=10)
+    assert all(r["path"] != "http/parser.py" for r in got["results"])
+    assert got["worktree"]["hidden"] == 1 and got["worktree"]["files"] == 0
+    before = _ask(indexed, "parse_header_line HTTP header", k=10, worktree=False)
+    assert before["results"][0]["path"] == "http/parser.py"
+
+
+def test_a_rename_answers_at_the_new_path_only(indexed: Repo) -> None:
+    indexed.git("mv", "http/parser.py", "http/headers.py")
+    got = _ask(indexed, "parse_header_line", k=10)
+    paths = [(r["path"], r["source"]) for r in got["results"]]
+    assert paths[0] == ("http/headers.py", "worktree")
+    assert all(p != "http/parser.py" for p, _ in paths)
+
+
+def test_the_second_ask_embeds_nothing(indexed: Repo) -> None:
+    indexed.write("net/retry.py", RETRY + "\n\ndef reset_attempts(state):\n    state.attempts = 0\n")
+    first = _ask(indexed, "reset_attempts")
+    assert first["worktree"]["embedded"] > 0
+    worktree._cache.clear()  # a new process: only the vector cache (SQLite) is left
+    second = _ask(indexed, "reset_attempts")
+    assert second["worktree"]["embedded"] == 0 and second["results"] == first["results"]
+
+
+def test_policy_skips_binary_and_gitragignore_in_the_work_tree(indexed: Repo) -> None:
+    indexed.write(".gitragignore", "scratch/\n")
+    indexed.write("scratch/notes.py", "def unique_scratch_function():\n    return 1\n")
+    indexed.write("net/blob.bin", b"\0\1\2 unique_scratch_function")
+    got = _ask(indexed, "unique_scratch_function", k=10)
+    assert all(not r["path"].startswith("scratch/") and r["path"] != "net/blob.bin" for r in got["results"])
+    assert got["worktree"]["skipped"] == 2
+
+
+def test_scope_filters_apply_to_work_tree_chunks(indexed: Repo) -> None:
+    indexed.write("net/cache.py", "def evict_entry(cache):\n    cache.popitem()\n")
+    with open_workspace(indexed.path) as ws:
+        got = ask(ws, "evict_entry", k=5, scope=SearchFilter(path_prefix="http/"), worktree_overlay=True)
+    assert all(r.path.startswith("http/") for r in got.results)
+
+
+def test_modes_dense_and_sparse_merge_the_work_tree(indexed: Repo) -> None:
+    indexed.write("net/cache.py", "def evict_least_recently_used(cache):\n    cache.popitem(last=False)\n")
+    for mode in ("dense", "sparse"):
+        got = _ask(indexed, "evict_least_recently_used", mode=mode)
+        assert got["results"][0]["path"] == "net/cache.py", mode
+
+
+def test_work_tree_sparse_scores_are_on_the_store_scale(indexed: Repo) -> None:
+    """A work-tree copy of an indexed file scores what its committed point scores."""
+    indexed.write("net/retry_copy.py", RETRY)
+    with open_workspace(indexed.path) as ws:
+        got = ask(ws, "backoff_delay attempt retrying", k=10, mode="sparse", worktree_overlay=True).results
+    score = {(r.path, r.source): r.score for r in got}
+    assert ("net/retry_copy.py", "worktree") in score and ("net/retry.py", "index") in score
+    # same text; only the path terms differ (retry vs retry, copy): the IDF is the store's own
+    committed, copy = score[("net/retry.py", "index")], score[("net/retry_copy.py", "worktree")]
+    assert abs(committed - copy) / committed < 0.25
+    with open_workspace(indexed.path) as ws:
+        dense = ask(ws, "backoff delay", k=10, mode="dense", worktree_overlay=True).results
+    d = {(r.path, r.source): r.score for r in dense}
+    assert abs(d[("net/retry.py", "index")] - d[("net/retry_copy.py", "worktree")]) < 0.2
+
+
+def test_cli_marks_work_tree_results_and_committed_gives_todays_answer(indexed: Repo) -> None:
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff"))
+    got = _cli(indexed, "capped_backoff")
+    assert got["results"][0]["source"] == "worktree" and "capped_backoff" in got["results"][0]["snippet"]
+    today = _cli(indexed, "capped_backoff", "--committed")
+    assert today["worktree"]["searched"] is False and all(r["source"] == "index" for r in today["results"])
+    human = subprocess.run([sys.executable, "-m", "gitrag", "ask", "capped_backoff", "--repo", str(indexed.path),
+                            "--no-answer", "-k", "2"], capture_output=True, text=True, check=True).stdout
+    assert "[work tree]" in human.splitlines()[0] and "searched from the work tree" in human
+
+
+def test_offset_pages_through_the_same_ranking(indexed: Repo) -> None:
+    full = _cli(indexed, "backoff header socket guide", "-k", "4", "--committed")
+    page = _cli(indexed, "backoff header socket guide", "-k", "2", "--offset", "2", "--committed")
+    key = [(r["path"], r["start_line"]) for r in full["results"]]
+    assert [(r["path"], r["start_line"]) for r in page["results"]] == key[2:4] and page["offset"] == 2
+
+
+def test_mcp_search_sees_the_work_tree_marked_and_pages(indexed: Repo, tmp_path: Path) -> None:
+    from tests.test_mcp import _drive, _ok
+
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff_delay"))  # an edit
+    indexed.write("net/cache.py", "def evict_least_recently_used(cache):\n    cache.popitem(last=False)\n")  # new
+    (indexed.path / "net/client.py").unlink()  # a deletion
+    indexed.git("mv", "http/parser.py", "http/headers.py")  # a rename
+
+    async def body(s) -> None:  # type: ignore[no-untyped-def]
+        edit = await _ok(s, "search_code", query="capped_backoff_delay", k=3)
+        assert (edit["results"][0]["path"], edit["results"][0]["source"]) == ("net/retry.py", "worktree")
+        assert "capped_backoff_delay" in edit["results"][0]["snippet"] and edit["worktree_changes"] == 5  # a rename is two
+        new = await _ok(s, "search_code", query="evict_least_recently_used", k=3)
+        assert (new["results"][0]["path"], new["results"][0]["source"]) == ("net/cache.py", "worktree")
+        gone = await _ok(s, "search_code", query="open_connection socket host", k=10)
+        assert all(r["path"] != "net/client.py" for r in gone["results"])
+        moved = await _ok(s, "search_code", query="parse_header_line", k=10)
+        assert moved["results"][0]["path"] == "http/headers.py"
+        assert all(r["path"] != "http/parser.py" for r in moved["results"])
+        today = await _ok(s, "search_code", query="open_connection socket host", k=10, committed=True)
+        assert today["results"][0]["path"] == "net/client.py" and today["results"][0]["source"] == "index"
+        full = await _ok(s, "search_code", query="backoff header cache", k=4)
+        page = await _ok(s, "search_code", query="backoff header cache", k=2, offset=2)
+        assert [r["path"] for r in page["results"]] == [r["path"] for r in full["results"][2:4]]
+
+    _drive(indexed.path, tmp_path, body)
+
+
+def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> None:  # type: ignore[no-untyped-def]
+    """After an overlay ask through the daemon, edits are chunked and embedded in the
+    background, so the next ask embeds nothing (the vectors and chunks are ready)."""
+    import time
+
+    from gitrag.daemon import client
+    from tests.daemonutil import wait_for
+
+    assert _cli(indexed, "backoff_delay")["worktree"]["searched"] is True  # the daemon notes this work tree
+    indexed.write("net/retry.py", RETRY + "\n\ndef warmed_ahead_of_the_ask(attempt):\n    return attempt * 3\n")
+    edited = time.time()
+
+    def warmed() -> float | None:
+        at = client.request("progress", timeout=10, repo=str(indexed.path)).get("worktree_warmed")
+        return at if at and at > edited else None
+
+    first = wait_for(warmed, "a warm-up round after the edit", deadline_s=120, every_s=0.2)
+    wait_for(lambda: (warmed() or 0) > first, "a second round (begun after the edit)", deadline_s=120, every_s=0.2)
+    got = _cli(indexed, "warmed_ahead_of_the_ask")
+    assert "warmed_ahead_of_the_ask" in got["results"][0]["symbol"] and got["results"][0]["source"] == "worktree"
+    assert got["worktree"]["embedded"] == 0  # done by the warm-up, not by this ask
+
+
+def test_worktree_changes_count_files_alike_with_and_without_the_overlay(indexed: Repo) -> None:
+    for i in range(3):
+        indexed.write(f"newpkg/mod{i}.py", f"def helper_{i}():\n    return {i}\n")  # one untracked folder
+    assert _ask(indexed, "helper")["worktree_changes"] == 3 == _ask(indexed, "helper", worktree=False)["worktree_changes"]
