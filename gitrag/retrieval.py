@@ -131,7 +131,9 @@ def search(
     if expand > 0:
         results += _expansions(ws, branch.name, results, expand, scope, view)
     # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
-    check_results(ws, coll, branch.fingerprint, (r.point_id for r in results), dense, scores)
+    # (the work tree's chunks are not in the store: nothing there to check)
+    check_results(ws, coll, branch.fingerprint, (r.point_id for r in results if r.source != "worktree"), dense,
+                  scores)
     if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
         check_count(ws, branch)
     if snippets:
