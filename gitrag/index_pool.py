@@ -98,17 +98,27 @@ def _init(repo_path: str, settings: Settings, cache_path: str, variant: str, fin
     _worker.update(repo=GitRepo(repo_path), emb=emb, cache=cache, variant=variant, fingerprint=fingerprint)
 
 
-def _cached(table: str, keys: list[str], fingerprint: str | None) -> set[str]:
+def _cached(table: str, hashes: list[str], context: str) -> set[str]:
+    """The chunk hashes the vector cache (gitrag.vector_cache, format 2) has a row for:
+    ``table`` "vectors" with ``context`` the embedder fingerprint, "sparse" with it the
+    sparse-term version. Presence only: the parent reads the rows through VectorCache,
+    which checks their digests (a bad row is dropped there and embedded again)."""
+    from gitrag.vector_cache import decode_key, encode_key
+
     db = _worker["cache"]
+    if table == "vectors":
+        row = db.execute("SELECT id FROM fingerprints WHERE name=?", (context,)).fetchone()
+        if row is None:
+            return set()
+        where, arg = "fp=?", row[0]
+    else:
+        where, arg = "version=?", context
     out: set[str] = set()
-    for i in range(0, len(keys), 500):
-        part = keys[i : i + 500]
-        marks = ",".join("?" * len(part))
-        if fingerprint is None:
-            rows = db.execute(f"SELECT hash FROM {table} WHERE hash IN ({marks})", part)
-        else:
-            rows = db.execute(f"SELECT hash FROM {table} WHERE fingerprint=? AND hash IN ({marks})", (fingerprint, *part))
-        out.update(r[0] for r in rows)
+    for i in range(0, len(hashes), 500):
+        part = [encode_key(h) for h in hashes[i : i + 500]]
+        rows = db.execute(f"SELECT key FROM {table} WHERE {where} AND key IN ({','.join('?' * len(part))})",
+                          (arg, *part))
+        out.update(decode_key(r[0]) for r in rows)
     return out
 
 
@@ -119,6 +129,7 @@ def process(work: FileWork) -> FileResult:
     from gitrag.embedders.base import embed_partial
     from gitrag.gitrepo import Entry
     from gitrag.indexer import _graph, _rows_for
+    from gitrag.vector_cache import stored_form
     from gitrag.policy import content_reason
 
     repo, emb = _worker["repo"], _worker["emb"]
@@ -143,8 +154,8 @@ def process(work: FileWork) -> FileResult:
                 spans[c.hash] = c.span
     result = FileResult(work.path, None, rows, _graph(analysis), texts)
     hashes = list(texts)
-    have_sparse = _cached("sparse", [f"{sparse.VERSION}:{h}" for h in hashes], None)
-    result.sparse = {h: sparse.document_vector(texts[h]) for h in hashes if f"{sparse.VERSION}:{h}" not in have_sparse}
+    have_sparse = _cached("sparse", hashes, sparse.VERSION)
+    result.sparse = {h: sparse.document_vector(texts[h]) for h in hashes if h not in have_sparse}
     have = _cached("vectors", hashes, _worker["fingerprint"])
     todo = [h for h in hashes if h not in have]
     if todo:
@@ -153,7 +164,8 @@ def process(work: FileWork) -> FileResult:
         except Exception:  # the sync embeds them again, and reports what fails
             return result
         skip = set(failed)
-        result.vectors = {h: vecs[j].copy() for j, h in enumerate(todo) if j not in skip}
+        # as the cache keeps them (float16): the same point whether embedded here, in the sync or read back
+        result.vectors = {h: stored_form(vecs[j]) for j, h in enumerate(todo) if j not in skip}
     return result
 
 

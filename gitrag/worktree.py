@@ -37,6 +37,7 @@ from pygit2.enums import FileStatus
 from gitrag import sparse
 from gitrag.chunking import CHUNKER_VERSION, analyze
 from gitrag.embedders.base import embed_partial
+from gitrag.vector_cache import stored_form
 from gitrag.gitrepo import Entry
 from gitrag.policy import _DEFAULTS, IGNORE_FILE, Policy
 from gitrag.state import Branch
@@ -415,7 +416,8 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
     embedded = 0
     if todo_h:
         got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
-        new = {h: got[i] for i, h in enumerate(todo_h) if i not in set(failed)}
+        bad = set(failed)  # stored_form: the vector as the cache keeps it, so a second ask scores the same
+        new = {h: stored_form(got[i]) for i, h in enumerate(todo_h) if i not in bad}
         ws.state.put_vectors(new, fp)
         vectors.update(new)
         embedded = len(new)

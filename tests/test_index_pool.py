@@ -50,8 +50,8 @@ def _index(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: st
             graphs = sorted(db.execute("SELECT blob, variant, data FROM symbols"))
             names = sorted(db.execute("SELECT * FROM symbol_names"))
         with sqlite3.connect(cache) as db:
-            vectors = sorted(db.execute("SELECT hash, fingerprint, vec FROM vectors"))
-            sparse = sorted(db.execute("SELECT hash, data FROM sparse"))
+            vectors = sorted(db.execute("SELECT key, f.name, digest, vec FROM vectors JOIN fingerprints f ON f.id = fp"))
+            sparse = sorted(db.execute("SELECT key, version, digest, data FROM sparse"))
     summary.pop("seconds")
     return {"summary": summary, "stored": stored, "manifest": manifest, "graphs": graphs, "names": names,
             "vectors": vectors, "sparse": sparse}
