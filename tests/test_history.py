@@ -107,7 +107,6 @@ def test_an_interrupted_history_read_is_finished_by_the_next_sync(project: Repo,
 
     monkeypatch.setattr(hindex, "BATCH", 10)
     monkeypatch.setattr(hindex.HistoryIndex, "_insert", dies_once)
-    monkeypatch.setattr(hindex.gitlog, "walk_commits", hindex.gitlog.walk_commits)
     with HistoryIndex(_data_dir(project)) as hist:
         with pytest.raises(KeyboardInterrupt):
             hist.update(pygit2.Repository(str(project.path)), "main", project.head())
