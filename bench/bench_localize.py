@@ -138,8 +138,9 @@ _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def tokens(text: str) -> list[str]:
-    """Words of ``text`` lowercased; identifiers also split at case changes and digits
-    (``parseRange_v2`` -> parserange, parse, range, v, 2)."""
+    """Words of ``text`` (split at anything not a letter or digit, so at ``_``) lowercased;
+    a word with case changes or digits also gives its parts (``parseRange_v2`` ->
+    parserange, parse, range, v2, v, 2)."""
     out = []
     for w in _WORD.findall(text):
         low = w.lower()
