@@ -79,9 +79,10 @@ def find_folder(root: Path, repo_id: str) -> Path | None:
 def recorded(folder: Path) -> Path | None:
     """The git dir a data folder says it belongs to."""
     try:
-        return Path((folder / RECORD_FILE).read_text().strip())
-    except (OSError, UnicodeDecodeError):
+        text = (folder / RECORD_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):  # gone, or damaged: `record` writes it again
         return None
+    return Path(text) if text and "\x00" not in text else None
 
 
 def data_dir(root: Path, common_dir: Path) -> Path:
@@ -118,7 +119,7 @@ def record(folder: Path, common_dir: Path) -> None:
     try:
         if target.read_text() == text:
             return
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # missing, or damaged bytes: written again
         pass
     target.write_text(text)
 

@@ -299,14 +299,19 @@ def test_strength_rules() -> None:
 
 
 def test_snippets_sent_come_from_the_index(indexed: Repo, stub: OllamaStub, tmp_path: Path) -> None:
-    """The evidence is read from git blobs: an uncommitted edit never reaches the model."""
+    """With ``--committed`` the evidence is read from git blobs: an uncommitted edit never
+    reaches the model. By default the work-tree overlay answers with the edited file as it
+    is on disk (gitrag.worktree), and that text is what the model is shown."""
     indexed.write("app/transport.py", TRANSPORT.replace("RETRY_LIMIT = 5", "RETRY_LIMIT = 99  # SECRET"))
     stub.chat_reply = "ok"
     env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": stub.url}
-    assert _ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env).exit_code == 0
+    assert _ask(indexed, "send_message retries RETRY_LIMIT", "--json", "--committed", env=env).exit_code == 0
     chat = [r for r in stub.requests if r.path == "/api/chat"][0]
     assert "SECRET" not in chat.body["messages"][-1]["content"]
     assert "RETRY_LIMIT = 5" in chat.body["messages"][-1]["content"]
+    assert _ask(indexed, "send_message retries RETRY_LIMIT", "--json", env=env).exit_code == 0
+    overlaid = [r for r in stub.requests if r.path == "/api/chat"][1]
+    assert "RETRY_LIMIT = 99  # SECRET" in overlaid.body["messages"][-1]["content"]
 
 
 def test_answer_arrives_in_pieces(indexed: Repo, stub: OllamaStub) -> None:

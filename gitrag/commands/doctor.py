@@ -275,7 +275,7 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
         if not ws.state.branches():
             return Check(name, "ok", "nothing indexed yet: nothing to check")
         problems, counts = integrity.audit(ws, deep)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, ValueError) as exc:  # SQLite's own error, or a row whose JSON no longer decodes
         return Check(name, "fail", f"{ws.state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")
     except StoreError as exc:
         if isinstance(exc, StoreHeld):

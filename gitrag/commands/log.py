@@ -9,7 +9,7 @@ from rich.markup import escape
 from gitrag import config, output
 from gitrag.errors import EXIT_OK, NotIndexed
 from gitrag.gitrepo import GitRepo
-from gitrag.history.index import Commit, HistoryIndex
+from gitrag.history.index import DAMAGE, Commit, HistoryIndex, discard
 
 FILES_SHOWN = 5  # changed paths printed per commit (JSON lists them all)
 
@@ -23,11 +23,16 @@ def log(question: str, repo: str, k: int, path: str, as_json: bool) -> int:
     data_dir = config.repo_data_dir(git.common_dir)
     if not (data_dir / "history.db").exists():
         raise NotIndexed(f"no commit history is indexed for {git.root}; run `gitrag index` first")
-    with HistoryIndex(data_dir) as hist:
-        info = hist.branch_info(name)
-        if info is None:
-            raise NotIndexed(f"the history of branch {name!r} is not indexed yet; run `gitrag index` first")
-        commits = hist.search(name, question, k=k, path=path)
+    try:
+        with HistoryIndex(data_dir) as hist:
+            info = hist.branch_info(name)
+            if info is None:
+                raise NotIndexed(f"the history of branch {name!r} is not indexed yet; run `gitrag index` first")
+            commits = hist.search(name, question, k=k, path=path)
+    except DAMAGE:  # derived from git alone: discarded, read again by the next sync
+        discard(data_dir)
+        raise NotIndexed(f"{data_dir / 'history.db'} was damaged and has been discarded; run `gitrag index` to "
+                         "read the history again") from None
     read_to, reachable, complete = info
     if as_json:
         output.emit_json({

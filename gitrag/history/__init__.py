@@ -48,9 +48,16 @@ def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str,
     terms = None
     if term_weights:
         terms = [t for t, _ in sorted(term_weights.items(), key=lambda kv: -kv[1])[:MAX_QUERY_TERMS]]
-    with open_index(ws) as hist:
-        commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms,
-                              max_share=hp.COMMON_TERM_SHARE, max_terms=hp.MAX_TERMS)
+    from gitrag.history.index import DAMAGE, discard
+
+    try:
+        with open_index(ws) as hist:
+            commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms,
+                                  max_share=hp.COMMON_TERM_SHARE, max_terms=hp.MAX_TERMS)
+    except DAMAGE as exc:  # a damaged history.db: no prior for this question, read anew by the next syncs
+        log.warning("history.db is damaged: discarded (the next syncs read the history again)", error=repr(exc))
+        discard(ws.data_dir)
+        return {}
     return hp.file_prior((c.score, [f.path for f in c.files], c.n_files) for c in commits)
 
 
@@ -77,5 +84,9 @@ def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | Non
                      seconds=summary.seconds)
         return summary
     except Exception as exc:  # noqa: BLE001 - a full disk, a corrupt history.db: the code index goes on
+        from gitrag.history.index import DAMAGE, discard
+
         log.warning("history update failed", branch=branch, error=repr(exc))
+        if isinstance(exc, DAMAGE):  # derived from git alone: the next sync reads it anew
+            discard(ws.data_dir)
         return None

@@ -35,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pygit2
+import structlog
 
 from gitrag import sparse
 from gitrag.history import gitlog
@@ -65,6 +66,8 @@ CREATE TABLE IF NOT EXISTS heads(branch TEXT PRIMARY KEY, head TEXT NOT NULL, fr
 CREATE TABLE IF NOT EXISTS reach(branch TEXT NOT NULL, commit_id INTEGER NOT NULL,
     PRIMARY KEY(branch, commit_id)) WITHOUT ROWID;
 """
+
+log = structlog.get_logger("gitrag.history")
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,17 @@ class HistoryIndex:
         it is deleted and rebuilt by the next syncs."""
         self.path = Path(data_dir) / "history.db"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.db = self._open()
-        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        try:
+            self.db = self._open()
+            row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        except sqlite3.DatabaseError as exc:  # not a database any more: derived data, start again
+            log.warning("history.db is damaged: started again (the next syncs read the history anew)",
+                        path=str(self.path), error=str(exc))
+            row = None
+            self.db = sqlite3.connect(":memory:")
         if row is None or row[0] != FORMAT:
             self.db.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            discard(self.path.parent)
             self.db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -405,6 +413,18 @@ class HistoryIndex:
         sql += " ORDER BY c.ctime DESC, c.oid LIMIT ?"
         args.append(k)
         return [_commit(r) for r in self.db.execute(sql, args)]
+
+
+#: what a damaged ``history.db`` raises on read: SQLite's own errors, and rows whose JSON or
+#: fields no longer decode (a flipped byte inside a row)
+DAMAGE = (sqlite3.DatabaseError, ValueError, TypeError, IndexError, AttributeError)
+
+
+def discard(data_dir: Path) -> None:
+    """Delete ``<data_dir>/history.db`` (and its WAL): it is derived from git alone, and the
+    next syncs read the history again."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{Path(data_dir) / 'history.db'}{suffix}").unlink(missing_ok=True)
 
 
 def _descends(repo: pygit2.Repository, head: str, old: str) -> bool:
