@@ -107,15 +107,20 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
         return 0
     got = records(collection, wanted)
     where = f"collection {collection}"
+    scored: list[tuple[str, np.ndarray]] = []
     for pid, (payload, vec, terms) in got.items():
         if not payload_ok(pid, payload):
             raise damaged(where, f"the payload of point {pid} fails its digest")
         if SIGNATURE in payload and not _signature_ok(payload[SIGNATURE], vec, terms):
             raise damaged(where, f"the vectors of point {pid} fail their signature")
         if query is not None and scores and pid in scores and vec.size == np.size(query):
-            q = np.asarray(query, dtype=np.float64).ravel()
-            v = vec.astype(np.float64)
-            cosine = float(q @ v / ((np.linalg.norm(q) * np.linalg.norm(v)) or 1.0))
+            scored.append((pid, vec))
+    if scored:  # the engine's cosines computed again, all in one product
+        q = np.asarray(query, dtype=np.float64).ravel()
+        m = np.stack([v for _, v in scored]).astype(np.float64)
+        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
+        cosines = (m @ q) / np.where(norms == 0, 1.0, norms)
+        for (pid, _), cosine in zip(scored, cosines.tolist(), strict=True):
             if abs(cosine - scores[pid]) > SCORE_TOLERANCE:
                 raise damaged(where, f"point {pid} was scored {scores[pid]:.4f} for a vector whose score is "
                                      f"{cosine:.4f}: the engine's id map is wrong")
