@@ -38,7 +38,7 @@ from gitrag import sparse
 from gitrag.chunking import CHUNKER_VERSION, analyze
 from gitrag.embedders.base import embed_partial
 from gitrag.vector_cache import stored_form
-from gitrag.gitrepo import Entry
+from gitrag.gitrepo import Entry, _utf8
 from gitrag.policy import _DEFAULTS, IGNORE_FILE, Policy
 from gitrag.state import Branch
 from gitrag.store import Hit, SearchFilter, SparseVec
@@ -258,7 +258,10 @@ def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
     except pygit2.GitError:
         return [], 0
     changed = {p for p, flags in status.items() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED}
-    paths = set(changed)
+    # a name that is not UTF-8 (surrogate escapes from git status) is counted as changed but
+    # not overlaid: the index spells it with \xNN escapes (gitrepo.decode_path), so its
+    # committed chunks answer as indexed, and no query or SQLite key ever meets the raw bytes
+    paths = {p for p in changed if _utf8(p)}
     head = repo.head()
     old = branch.indexed_commit if branch else None
     if old and head and old != head and repo.has_commit(old):

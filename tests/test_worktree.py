@@ -5,6 +5,7 @@ git repositories indexed in-process with the hash embedder and the real chunker.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,14 @@ def test_worktree_changes_count_files_alike_with_and_without_the_overlay(indexed
     for i in range(3):
         indexed.write(f"newpkg/mod{i}.py", f"def helper_{i}():\n    return {i}\n")  # one untracked folder
     assert _ask(indexed, "helper")["worktree_changes"] == 3 == _ask(indexed, "helper", worktree=False)["worktree_changes"]
+
+
+def test_a_work_tree_file_name_that_is_not_utf8_never_stops_an_ask(indexed: Repo) -> None:
+    """An untracked file whose name is not UTF-8 (bytes 0xff) used to make every ask fail
+    with an internal error; now it is counted as a change, the rest of the work tree is
+    still searched, and the committed code answers."""
+    (indexed.path / os.fsdecode(b"net/odd\xffname.py")).write_bytes(b"def odd_name_helper():\n    return 1\n")
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff"))
+    got = _cli(indexed, "capped_backoff")
+    assert got["results"][0]["source"] == "worktree" and got["worktree_changes"] == 2
+    assert _cli(indexed, "open_connection", "--committed")["results"][0]["symbol"] == "open_connection"
