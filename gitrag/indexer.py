@@ -137,23 +137,29 @@ class Indexer:
         return state_mod.variant(self.pipeline, self.ws.embedder.fingerprint)
 
     # -- entry point ------------------------------------------------------------
-    def sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None) -> IndexSummary:
+    def sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None,
+             history: bool = True) -> IndexSummary:
         """:meth:`_sync`, healed (gitrag.heal): a damaged collection is moved aside and
-        rebuilt from the vector cache, and ``rebuild`` moves it aside first."""
+        rebuilt from the vector cache, and ``rebuild`` moves it aside first. ``history``
+        False: the code only; the caller runs :meth:`sync_history` itself (the daemon counts
+        the sync first, so a client that sees the index at HEAD sees the sync counted)."""
         from gitrag import heal
 
-        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch, commit), rebuild=rebuild)
+        return heal.syncing(self.ws, lambda: self._sync(rebuild, branch, commit, history), rebuild=rebuild)
 
-    def _sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None) -> IndexSummary:
+    def _sync(self, rebuild: bool = False, branch: str | None = None, commit: str | None = None,
+              history: bool = True) -> IndexSummary:
         """:meth:`_sync_code`, then the branch's commit history to the same commit (not for a
         revision view: ``commit`` given; ``gitrag log`` reads the branches' history)."""
         summary = self._sync_code(rebuild, branch, commit)
-        if commit is None:
-            self._sync_history(summary)
+        if commit is None and history:
+            self.sync_history(summary)
         return summary
 
-    def _sync_history(self, summary: IndexSummary) -> None:
-        """The commit index step (gitrag.history): commits new since the branch's history head."""
+    def sync_history(self, summary: IndexSummary) -> None:
+        """The commit index step (gitrag.history): commits new since the branch's history head
+        (``summary``: the code sync's, updated with ``commits_indexed`` and its seconds).
+        Never raises for the history's own failures (logged)."""
         from gitrag import history
 
         t0 = time.perf_counter()

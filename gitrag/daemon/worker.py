@@ -292,15 +292,16 @@ class RepoWorker:
                     progress(stage, done, total)
                     log_progress(stage, done, total)
 
-                return Indexer(ws, both).sync(branch=branch)
+                return Indexer(ws, both).sync(branch=branch, history=False)
 
             with self.indexing_now(worktree) as progress:
                 summary = retry_while_locked(lambda: sync(self.workspace(worktree), progress), alive=self.alive)
             written = summary.points_upserted
-            # counted before the memory is given back, so a client that sees the index at
-            # HEAD also sees the sync counted
+            # counted before the history step and before the memory is given back, so a
+            # client that sees the index at HEAD also sees the sync counted
             moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
             self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
+            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.history)
         except EmptyRepository:
             return None
         except BranchGone:  # deleted since its hook ran (commit, then `git branch -D` at once)

@@ -6,7 +6,7 @@ similar-fix file prior of the ranking, ``ask --blame``.
     history head -> first-parent tree diff of each (renames found) -> SQLite + FTS5 terms
     (gitrag.history.index)
 
-The one call site in the indexer is ``Indexer.sync`` (``_sync_history``); a failure here
+The call site in the indexer is ``Indexer.sync`` (``sync_history``; the daemon runs it right after counting the code sync); a failure here
 is logged and never stops the code index.
 """
 
