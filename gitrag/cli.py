@@ -284,11 +284,15 @@ def uninstall(repo: str) -> None:
 @click.option("--json-logs/--text-logs", default=None, help="Log format on stderr (default: JSON under systemd).")
 @click.option("--debounce", default=0.5, show_default=True, type=click.FloatRange(0, 60), help="Seconds to wait for more events.")
 @click.option("--reconcile", default=300.0, show_default=True, type=click.FloatRange(1), help="Seconds between full checks.")
-def daemon(stop: bool, log_level: str, json_logs: bool | None, debounce: float, reconcile: float) -> None:
+@click.option("--orphan", default=600.0, show_default=True, type=click.FloatRange(0),
+              help="With no repository registered in its GITRAG_HOME (none installed), stop after this many seconds "
+                   "without a request (a daemon an MCP server or `ask` started); 0: never.")
+def daemon(stop: bool, log_level: str, json_logs: bool | None, debounce: float, reconcile: float,
+           orphan: float) -> None:
     """Run the daemon in the foreground (what the systemd unit runs); see docs/daemon.md."""
     from gitrag.commands import daemon as cmd
 
-    _exit(lambda: cmd.stop() if stop else cmd.daemon(log_level, json_logs, debounce, reconcile))
+    _exit(lambda: cmd.stop() if stop else cmd.daemon(log_level, json_logs, debounce, reconcile, orphan))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -414,6 +414,30 @@ def test_not_indexed_says_where_the_daemon_looked(repo: Repo, daemon: subprocess
     assert f"GITRAG_HOME={os.environ['GITRAG_HOME']}" in proc.stderr and "the daemon looked in" in proc.stderr
 
 
+def test_a_daemon_with_nothing_registered_leaves_once_unused(repo: Repo, daemons) -> None:  # type: ignore[no-untyped-def]
+    """Case 11 (the stray daemon): a daemon that an MCP server or `ask` started in a home where
+    nothing is installed used to stay for good; it now stops once unused for ``--orphan``
+    seconds, while a daemon of an installed repository keeps running for its hooks."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    stray = daemons("--orphan", "1")
+    proc = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer", check=False)  # a request it answers
+    assert proc.returncode == 1 and "not indexed" in proc.stderr
+    assert stray.wait(timeout=30) == 0  # stopped by itself, as on SIGTERM
+    assert not client.probe(timeout=0.5)["running"]
+
+
+def test_a_daemon_of_an_installed_repository_does_not_leave(repo: Repo, daemons) -> None:  # type: ignore[no-untyped-def]
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    kept = daemons("--orphan", "1")
+    gitrag("install", "--no-systemd", "--repo", str(repo.path))
+    deadline = time.monotonic() + 4  # four times --orphan: the orphan check runs every 0.5 s
+    while time.monotonic() < deadline and kept.poll() is None:
+        time.sleep(0.1)
+    assert kept.poll() is None and client.probe(timeout=2)["running"]
+
+
 def test_doctor_warns_when_git_runs_no_reference_transaction_hook(repo: Repo, tmp_path: Path) -> None:
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
     shim = tmp_path / "bin" / "git"

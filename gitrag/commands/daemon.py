@@ -6,13 +6,14 @@ from gitrag import output
 from gitrag.errors import EXIT_OK
 
 
-def daemon(log_level: str, json_logs: bool | None, debounce: float, reconcile: float) -> int:
-    """Serve until SIGTERM/SIGINT or ``gitrag daemon --stop``. Raises AlreadyRunning."""
+def daemon(log_level: str, json_logs: bool | None, debounce: float, reconcile: float, orphan: float = 600.0) -> int:
+    """Serve until SIGTERM/SIGINT or ``gitrag daemon --stop`` (or, with no repository
+    registered, ``orphan`` seconds without a request; 0: never). Raises AlreadyRunning."""
     from gitrag import logs
     from gitrag.daemon.run import Options, run
 
     logs.configure(log_level, json_logs)
-    return run(Options(debounce_s=debounce, reconcile_s=reconcile))
+    return run(Options(debounce_s=debounce, reconcile_s=reconcile, orphan_s=orphan))
 
 
 def stop() -> int:

@@ -39,8 +39,10 @@ class Jobs:
     """Owns the scheduler; ``debounce`` is handed to the Service as its event timer."""
 
     def __init__(self, service: Service, debounce_s: float = 0.5, max_delay_s: float = 5.0,
-                 reconcile_s: float = 300.0, gc_s: float = 3600.0, idle_s: float = 1800.0) -> None:
+                 reconcile_s: float = 300.0, gc_s: float = 3600.0, idle_s: float = 1800.0,
+                 orphan_s: float = 0.0) -> None:
         self.service = service
+        self.orphan_s, self._last_request = orphan_s, time.monotonic()
         self.debounce_s, self.max_delay_s, self.idle_s = debounce_s, max_delay_s, idle_s
         self.reconcile_s, self.gc_s = reconcile_s, gc_s
         self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None})
@@ -54,7 +56,26 @@ class Jobs:
         self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
         self.scheduler.add_job(self.service.warmer.run, "interval", args=[self.service], seconds=warm.WARM_EVERY_S,
                                id="warm-overlays", coalesce=True, max_instances=1)
+        if self.orphan_s > 0:
+            self.scheduler.add_job(self.leave_if_orphaned, "interval", seconds=min(30.0, max(0.5, self.orphan_s / 2)),
+                                   id="orphan", coalesce=True, max_instances=1)
         self.scheduler.start()
+
+    async def leave_if_orphaned(self) -> None:
+        """Stop a daemon that serves no registered repository (nothing installed in its
+        GITRAG_HOME: one an MCP server or `gitrag ask` started, e.g. with another home) once
+        ``orphan_s`` seconds passed without a request or a sync. A daemon of installed
+        repositories keeps running: their hooks need it."""
+        workers = list(self.service.workers.values())
+        if any(w.busy or w.dirty or w.syncing for w in workers):
+            self._last_request = time.monotonic()
+            return
+        last = max([self._last_request, self.service.last_request, *(w.last_used for w in workers)])
+        if time.monotonic() - last < self.orphan_s or await asyncio.to_thread(registry.load):
+            return
+        log.info("no repository registered in this home and no request lately: stopping",
+                 idle_s=round(time.monotonic() - last, 1))
+        self.service.stop_requested.set()
 
     def shutdown(self) -> None:
         if self.scheduler.running:

@@ -43,6 +43,7 @@ class Options:
     reconcile_s: float = 300.0
     gc_s: float = 3600.0
     idle_s: float = 1800.0
+    orphan_s: float = 600.0  # no repository registered: stop after this long without a request (0: never)
 
 
 def acquire_lock() -> IO[str]:
@@ -80,7 +81,8 @@ def run(options: Options | None = None) -> int:
 async def _serve(opts: Options, lock: list[IO[str]]) -> int:
     path = protocol.socket_path()
     service = Service(str(path))
-    jobs = Jobs(service, opts.debounce_s, opts.max_delay_s, opts.reconcile_s, opts.gc_s, opts.idle_s)
+    jobs = Jobs(service, opts.debounce_s, opts.max_delay_s, opts.reconcile_s, opts.gc_s, opts.idle_s,
+                orphan_s=opts.orphan_s)
     service.debounce = jobs.debounce
     server = await serve(service, path)
     holder = watch.Holder(lock[0], protocol.lock_path(), server, path)

@@ -18,6 +18,7 @@ import inspect
 import os
 import socket
 import struct
+import time
 import traceback
 from functools import partial
 from pathlib import Path
@@ -123,6 +124,8 @@ async def dispatch(handler: object, line: bytes) -> dict[str, Any]:
     except protocol.ProtocolError as exc:
         return protocol.failure(str(exc), "ProtocolError", 2)
     op, args = message.get("op"), message.get("args") or {}
+    if op != "ping" and hasattr(handler, "last_request"):  # a daemon with nothing registered leaves when unused
+        handler.last_request = time.monotonic()
     fn = getattr(handler, f"cmd_{op}", None) if isinstance(op, str) and op.isidentifier() else None
     if fn is None:
         known = sorted(n[4:] for n in dir(handler) if n.startswith("cmd_"))

@@ -44,6 +44,7 @@ class Service:
         self.socket = socket
         self.workers: dict[str, RepoWorker] = {}
         self.started = time.time()
+        self.last_request = time.monotonic()  # of any op but ping (gitrag.daemon.jobs: leave_if_orphaned)
         self.stop_requested = asyncio.Event()
         self.debounce: Debounce = debounce or (lambda key, fn: fn())
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
