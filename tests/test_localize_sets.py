@@ -55,8 +55,12 @@ def test_the_sets_hold_no_held_out_repository_and_only_code_gold() -> None:
 
 
 
-def test_a_held_out_repository_is_refused_before_anything_is_read(tmp_path: Path) -> None:
-    inst = build.Instance("psf__requests-1", "SWE-bench Lite", "psf/requests", "0" * 40, "an issue", "")
+def test_a_held_out_repository_is_refused_before_anything_is_read(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stand-in name on the held-out list (the test names no instance of the real list)
+    monkeypatch.setattr(build, "HELD_OUT", build.HELD_OUT | {"example-org/held-out-lib"})
+    inst = build.Instance("example-org__held-out-lib-1", "SWE-bench Lite", "example-org/held-out-lib", "0" * 40,
+                          "an issue", "")
     other = build.Instance("x__y-1", "SWE-bench Lite", "x/y", "0" * 40, "an issue", "")
     records, excluded = build.build([inst, other], tmp_path, 0, lambda m: None)
     assert records == []
