@@ -34,7 +34,7 @@ import structlog
 
 from gitrag import sparse
 from gitrag.integrity import with_digest
-from gitrag.state import Branch, Member, PointRow, Snapshot, branch_tag
+from gitrag.state import Member, PointRow, Snapshot, branch_tag
 from gitrag.store import PointRecord
 from gitrag.store._common import BRANCHES, HIDDEN
 from gitrag.vectors import combine, path_vectors

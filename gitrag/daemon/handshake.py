@@ -43,7 +43,7 @@ def _pid_hint() -> str:
 def check(timeout: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
     """The daemon's ping info when one runs that this gitrag may talk to; None when none runs.
     Raises DaemonStuck, DaemonVersion, UntrustedSocket."""
-    from gitrag import __version__, build
+    from gitrag import build
 
     try:
         info = client.request("ping", timeout=timeout)
