@@ -555,3 +555,8 @@ class OverlayLookup:
 
     def project_names(self) -> frozenset[str]:
         return self.base.project_names()
+
+    def history_prior(self, query: Any) -> dict[str, float]:
+        """The branch's similar-fix prior (gitrag.history): the history does not change with
+        the work tree, so a dirty work tree keeps the ranking's ``history`` stage."""
+        return self.base.history_prior(query)

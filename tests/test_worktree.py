@@ -228,3 +228,20 @@ def test_a_work_tree_file_name_that_is_not_utf8_never_stops_an_ask(indexed: Repo
     got = _cli(indexed, "capped_backoff")
     assert got["results"][0]["source"] == "worktree" and got["worktree_changes"] == 2
     assert _cli(indexed, "open_connection", "--committed")["results"][0]["symbol"] == "open_connection"
+
+
+def test_the_overlay_keeps_the_history_stage(indexed: Repo) -> None:
+    """The ranking's ``history`` stage asks its lookup for the similar-fix prior; the overlay's
+    lookup wraps the branch's and must pass it on (a dirty work tree used to switch it off)."""
+    from gitrag.ranking import analyse
+    from gitrag.retrieval import _Lookup
+
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff"))
+    indexed.commit("retry: cap the backoff delay")
+    index(indexed.path)
+    indexed.write("net/client.py", CLIENT + "\n# edited\n")
+    with open_workspace(indexed.path) as ws:
+        base = _Lookup(ws, ws.repo.branch(), None)
+        wrapped = worktree.OverlayLookup(base, worktree.build(ws, ws.state.branch(ws.repo.branch())), None)
+        query = analyse("cap the backoff delay")
+        assert base.history_prior(query) and wrapped.history_prior(query) == base.history_prior(query)
