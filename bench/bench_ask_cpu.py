@@ -4,7 +4,7 @@ the query stages measured so that a loaded machine does not hide it.
     python bench/bench_ask_cpu.py --repo DIR [--runs N]
 
 Indexes the repository at DIR (incrementally, with the settings' embedder and GITRAG_HOME),
-then runs gitrag.retrieval.search (hybrid, k = 10, no snippets) on a plain question and on
+then runs gitrag.query.retrieval.search (hybrid, k = 10, no snippets) on a plain question and on
 the texts of bench/eval/click-long.jsonl joined to 20,000 characters, ``--runs`` times
 each after one warm-up, and prints the median process CPU time (``time.process_time``:
 every thread of this process, the embedded store's included; other processes' load does
@@ -30,10 +30,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15, help="timed runs per question (default: %(default)s)")
     args = ap.parse_args()
 
-    from gitrag import output
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import search
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import search
+    from gitrag.surfaces import output
 
     texts = [json.loads(line)["query"] for line in (ROOT / "bench/eval/click-long.jsonl").read_text().splitlines()
              if line.strip()]

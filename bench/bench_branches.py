@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitrag.store.edge import _disk_usage  # the store's own du (blocks, sparse WAL files count little)
+from gitrag.index.store.edge import _disk_usage  # the store's own du (blocks, sparse WAL files count little)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -65,8 +65,8 @@ def git(repo: Path, *args: str) -> str:
 def worker(corpus: Path, branches: int, commits: int, queries: int) -> dict[str, Any]:
     """One layout, in this process (the gitrag on PYTHONPATH): the rows and the latencies."""
     from gitrag.daemon import client
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-branches-"))
     os.environ["GITRAG_HOME"] = str(tmp / "home")
@@ -130,9 +130,9 @@ def worker(corpus: Path, branches: int, commits: int, queries: int) -> dict[str,
 def baseline_code(rev: str | None, out: Path) -> Path:
     """The gitrag package of ``rev`` (default: the newest commit with index format 1)."""
     if rev is None:
-        revs = git(ROOT, "log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/state.py").split()
+        revs = git(ROOT, "log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/index/state.py").split()
         for cand in ["HEAD"] + [f"{r}^" for r in revs]:
-            if "FORMAT_VERSION = 1\n" in git(ROOT, "show", f"{cand}:gitrag/state.py"):
+            if "FORMAT_VERSION = 1\n" in git(ROOT, "show", f"{cand}:gitrag/index/state.py"):
                 rev = cand
                 break
         else:

@@ -2,7 +2,7 @@
 
     python bench/bench_candidates.py --corpus DIR [--embedder NAME] [--only SET] [--per-question KIND]
 
-The ranking (gitrag.ranking) can only order what the two store queries return (PREFETCH
+The ranking (gitrag.query.ranking) can only order what the two store queries return (PREFETCH
 each). For every question of the shared sets (the corpora of bench/eval/make_corpus.sh),
 this asks the store for the dense list and the sparse list ``DEPTH`` deep, as hybrid
 search does, and prints per set and question kind the share of questions whose first
@@ -39,13 +39,15 @@ def main() -> int:
     if args.embedder:
         os.environ["GITRAG_EMBEDDER"] = args.embedder
 
-    from gitrag import output, ranking, sparse
-    from gitrag.evaluation import load_dataset
-    from gitrag.evaluation.metrics import hits
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import search
-    from gitrag.store import SearchFilter
-    from gitrag.workspace import open_workspace
+    from gitrag.index import sparse
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import ranking
+    from gitrag.query.evaluation import load_dataset
+    from gitrag.query.evaluation.metrics import hits
+    from gitrag.query.retrieval import search
+    from gitrag.surfaces import output
 
     def first_rank(located, question, suffix):  # noqa: ANN001, ANN202
         return next((i for i, r in enumerate(located, 1) if any(hits(r, t, suffix_paths=suffix) for t in question.targets)),

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gitrag.chunking import analyze
-from gitrag.chunking.treesitter import get_parser
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.chunking import analyze
+from gitrag.index.chunking.treesitter import get_parser
+from gitrag.index.embedders.hashing import HashEmbedder
 
 
 def repo_sources(repo: str, sample: int) -> list[tuple[str, bytes]]:
@@ -71,7 +71,7 @@ def main() -> None:
     counter = HashEmbedder().count_tokens if args.counter == "hash" else None
     if args.counter == "local":
         from gitrag.config import Settings
-        from gitrag.embedders import create
+        from gitrag.index.embedders import create
 
         counter = create(Settings(embedder="local")).count_tokens
     parser_ = get_parser("python")

@@ -52,7 +52,7 @@ def main() -> int:
                        stdout=subprocess.DEVNULL)
         commands = {"ask": ["ask", args.question, "--no-answer", "--repo", str(args.corpus)],
                     "doctor": ["doctor", "--repo", str(args.corpus)],
-                    "help": ["--help"]}  # the floor: interpreter, click and gitrag.cli alone
+                    "help": ["--help"]}  # the floor: interpreter, click and gitrag.surfaces.cli alone
         runs: dict[str, list[tuple[float, float]]] = {c: [] for c in commands}
         for _ in range(args.runs):
             for cmd, argv in commands.items():  # interleaved: both see the same machine

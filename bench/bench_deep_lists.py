@@ -15,7 +15,7 @@ rounds:
 - ``full``: both lists 300 deep with payloads (gitrag before payloads were skipped);
 - ``two``: each list twice, its top 50 with payloads and 300 deep without;
 - ``by id``: both lists 300 deep without payloads, then the payloads of the candidates
-  (each list's top 50) in one request by id (what gitrag.retrieval does).
+  (each list's top 50) in one request by id (what gitrag.query.retrieval does).
 
 Prints p50/p95 in ms per way, its p50 over ``full``'s, and how many runs did not give
 ``full``'s hits (ids and scores; in local mode, scores to 1e-12: its numpy cosines can
@@ -65,9 +65,10 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "gitrag", "index", "--repo", str(corpus), "--json"], check=True,
                    stdout=subprocess.DEVNULL)
 
-    from gitrag import ranking, sparse
-    from gitrag.retrieval import PREFETCH, SCORE_DEPTH
-    from gitrag.workspace import open_workspace
+    from gitrag.index import sparse
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import ranking
+    from gitrag.query.retrieval import PREFETCH, SCORE_DEPTH
 
     ws = open_workspace(corpus)
     row = ws.state.branch(ws.repo.branch())

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gitrag import logs
 from gitrag.config import Settings
-from gitrag.embedders import Embedder, create
+from gitrag.index.embedders import Embedder, create
 
 
 def stdlib_chunks(count: int, chars: int = 1200) -> list[str]:

@@ -5,7 +5,7 @@
 
 Indexes ``--repo`` in a temporary GITRAG_HOME (so nothing else is touched), then for
 every question: retrieves ``k`` results, selects the evidence exactly as the answer path
-does (``gitrag.answer.select_evidence`` within ``--budget`` tokens) and measures
+does (``gitrag.query.answer.select_evidence`` within ``--budget`` tokens) and measures
 
 * evidence tokens: the numbered excerpts sent (headers + line-numbered snippets),
 * prompt tokens: the whole chat request (system prompt + question + evidence),
@@ -45,7 +45,7 @@ def _quantiles(values: list[int]) -> dict[str, float]:
 
 
 def _file_tokens(ws: Any, paths: set[str], cache: dict[str, int]) -> int:
-    from gitrag.answer import count_tokens
+    from gitrag.query.answer import count_tokens
 
     files = ws.state.files(ws.repo.branch())
     total = 0
@@ -58,10 +58,10 @@ def _file_tokens(ws: Any, paths: set[str], cache: dict[str, int]) -> int:
 
 def measure(repo: str, questions: list[dict[str, Any]], mode: str, k: int, budget: int) -> dict[str, Any]:
     """Index ``repo`` (in the current GITRAG_HOME) and measure every question; see module doc."""
-    from gitrag.answer import build_messages, count_tokens, evidence_strength, select_evidence
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import search
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.answer import build_messages, count_tokens, evidence_strength, select_evidence
+    from gitrag.query.retrieval import search
 
     ws = open_workspace(repo)
     try:
@@ -125,7 +125,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from gitrag import logs
-    from gitrag.answer import EVIDENCE_BUDGET
+    from gitrag.query.answer import EVIDENCE_BUDGET
 
     logs.configure("error")
     questions = [json.loads(line) for line in Path(args.questions).read_text().splitlines() if line.strip()]

@@ -6,7 +6,7 @@ scores are aggregated into its rank, measured side by side in one run.
 DIR holds the corpora of bench/eval/make_corpus.sh (``click``, ``fastapi``, ``flask``,
 ``requests``). For every question the chunk ranking is computed once (as ``ask --files``
 does: ``max(k x CANDIDATES_PER_FILE, PREFETCH)`` chunks), then its files are ranked by
-each aggregation rule of gitrag.file_results.file_score: ``max`` (the best chunk alone,
+each aggregation rule of gitrag.query.file_results.file_score: ``max`` (the best chunk alone,
 the rule before issue 20), and ``top N, d`` (the best plus the next N-1, the n-th x d^(n-1)).
 A question is right at k when one of its target files is among the first k files
 (Acc@k, as SWE-bench localisation papers count it); MRR@10 of the first target file.
@@ -43,13 +43,13 @@ def main() -> int:
     if args.embedder:
         os.environ["GITRAG_EMBEDDER"] = args.embedder
 
-    from gitrag import output
-    from gitrag.evaluation import load_dataset
-    from gitrag.file_results import CANDIDATES_PER_FILE, rank_files
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import PREFETCH, search
-    from gitrag.store import SearchFilter
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.evaluation import load_dataset
+    from gitrag.query.file_results import CANDIDATES_PER_FILE, rank_files
+    from gitrag.query.retrieval import PREFETCH, search
+    from gitrag.surfaces import output
 
     k = 10
     table: dict[str, dict[str, float]] = {r: {} for r in RULES}

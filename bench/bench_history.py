@@ -37,9 +37,10 @@ sys.path.insert(0, str(ROOT))
 def _one_index(mode: str, home: str, repo: str) -> None:
     """Child process: one first index of ``repo`` in ``home``; prints its seconds as JSON."""
     os.environ["GITRAG_HOME"] = home
-    from gitrag import history, logs
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag import logs
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import history
 
     logs.configure("warning")
     spent = {"history": 0.0}
@@ -73,7 +74,7 @@ def first_index(click: Path, reps: int, tmp: Path) -> dict:
             runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     import pygit2
 
-    from gitrag.history.index import HistoryIndex
+    from gitrag.index.history import HistoryIndex
 
     hist = HistoryIndex(tmp / "full")
     t = time.perf_counter()
@@ -135,8 +136,8 @@ def log_latency(click: Path, n: int, tmp: Path) -> dict:
     import pygit2
 
     from gitrag import config
-    from gitrag.gitrepo import GitRepo
-    from gitrag.history.index import HistoryIndex
+    from gitrag.git.repo import GitRepo
+    from gitrag.index.history import HistoryIndex
 
     t = time.perf_counter()
     repo_path = synthetic_repo(click, n, tmp / "synthetic")
@@ -182,7 +183,7 @@ def log_latency(click: Path, n: int, tmp: Path) -> dict:
 def blame_cost(click: Path, tmp: Path) -> dict:
     import pygit2
 
-    from gitrag.history import gitlog
+    from gitrag.git import log as gitlog
 
     repo = pygit2.Repository(str(click))
     head = str(repo.head.target)

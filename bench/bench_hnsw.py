@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gitrag.store import PointRecord, SparseVec
-from gitrag.store import edge as edge_mod
-from gitrag.store.edge import EdgeStore
+from gitrag.index.store import PointRecord, SparseVec
+from gitrag.index.store import edge as edge_mod
+from gitrag.index.store.edge import EdgeStore
 
 DIM = 256
 TAG = "0123456789ab"

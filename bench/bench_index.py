@@ -91,8 +91,8 @@ def main() -> int:
         corpus = copy
 
     from gitrag import logs
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
 
     logs.configure("warning")
 
@@ -132,7 +132,7 @@ def main() -> int:
           f"{raw_cpu_rate:7.1f} chunks/CPU-s  (ratio {e2e_cpu / raw_cpu_rate if raw_cpu_rate else 0:.2f})", flush=True)
 
     # the first answers after the first index: hybrid search latency (CPU ms per question)
-    from gitrag import retrieval
+    from gitrag.query import retrieval
 
     cpu = time.process_time()
     for question in QUESTIONS:
@@ -154,8 +154,8 @@ def main() -> int:
 
 def _time_stages() -> dict:  # type: ignore[type-arg]
     """Wrap the index's steps to add up their CPU seconds; ``["__restore__"]()`` unwraps."""
-    from gitrag import indexer, sparse, state, views
-    from gitrag.store import edge
+    from gitrag.index import indexer, sparse, state, views
+    from gitrag.index.store import edge
 
     steps = [(indexer, "analyze", "chunking"), (indexer, "_embed", "embedding"),
              (sparse, "document_vector", "sparse terms"), (state.State, "plan", "sqlite plan (trial)"),
@@ -189,7 +189,7 @@ def _time_stages() -> dict:  # type: ignore[type-arg]
 
 def _texts(ws, rows):  # type: ignore[no-untyped-def]
     """The embedding texts of the indexed chunks, re-chunked from their blobs."""
-    from gitrag.chunking import analyze
+    from gitrag.index.chunking import analyze
 
     seen: set[str] = set()
     for path, blob in sorted({(r.path, r.payload["blob"]) for r in rows}):

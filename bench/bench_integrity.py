@@ -45,7 +45,7 @@ def dtype(args: argparse.Namespace) -> int:
     results = {}
     for name in ("float32", "float16"):
         with tempfile.TemporaryDirectory(prefix=f"gitrag-bench-{name}-") as home:
-            code = ("import numpy, runpy, sys, gitrag.vector_cache as c; "
+            code = ("import numpy, runpy, sys, gitrag.index.vector_cache as c; "
                     f"c.DTYPE = numpy.{name}; sys.argv = sys.argv[1:]; "
                     "runpy.run_path(sys.argv[0], run_name='__main__')")
             cmd = [sys.executable, "-c", code, str(ROOT / "bench" / "bench_retrieval.py"), "--corpus", args.corpus,
@@ -78,7 +78,7 @@ def _format1_bytes(cache: Path, out: Path) -> int:
     """Bytes of the same vectors (and sparse vectors) in the format-1 layout."""
     import numpy as np
 
-    from gitrag.vector_cache import decode_key, unpack_sparse
+    from gitrag.index.vector_cache import decode_key, unpack_sparse
 
     src = sqlite3.connect(cache)
     names = dict(src.execute("SELECT id, name FROM fingerprints"))
@@ -105,13 +105,14 @@ CREATE TABLE sparse(hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;"""
 def cost(args: argparse.Namespace) -> int:
     home = tempfile.mkdtemp(prefix="gitrag-bench-integrity-")
     os.environ["GITRAG_HOME"] = home
-    import gitrag.integrity as integrity
-    import gitrag.retrieval as retrieval
-    import gitrag.vector_cache as vector_cache
-    import gitrag.views as views
-    from gitrag import config, output
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    import gitrag.index.integrity as integrity
+    import gitrag.index.vector_cache as vector_cache
+    import gitrag.index.views as views
+    import gitrag.query.retrieval as retrieval
+    from gitrag import config
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.surfaces import output
 
     spent = {"digest": 0.0, "calls": 0}
 

@@ -15,7 +15,7 @@ of its ``--results``). HEAD is moved with ``git update-ref --no-deref``
 (a detached HEAD; no checkout: gitrag indexes commits, and a clone whose largest blobs
 are missing still indexes, those files skipped as unreadable):
 
-- **gitrag**: ``ask --files`` in-process (gitrag.retrieval.ask, files=True): the ranked
+- **gitrag**: ``ask --files`` in-process (gitrag.query.retrieval.ask, files=True): the ranked
   files give file Acc@k, the top 5 chunks give function recall@5;
 - **BM25 over functions**: Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf; a small
   implementation here) over the code chunks of the same index (the branch's points in a
@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SETS = ROOT / "bench" / "eval" / "localize"
 KS = (1, 3, 5, 10)
-# the chunker's programming languages (gitrag.chunking.languages); BM25 ranks only their chunks
+# the chunker's programming languages (gitrag.index.chunking.languages); BM25 ranks only their chunks
 CODE_LANGS = {"python", "javascript", "typescript", "tsx", "go", "rust", "java", "kotlin", "c", "cpp", "csharp",
               "php", "ruby"}
 FUNC_K = 5
@@ -375,10 +375,11 @@ def main() -> int:
         os.environ["GITRAG_EMBEDDER"] = args.embedder
     work = args.work or tmp / "work"
 
-    from gitrag import logs, output
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import ask
-    from gitrag.workspace import open_workspace
+    from gitrag import logs
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import ask
+    from gitrag.surfaces import output
 
     logs.configure("warning")  # the script's own progress lines, not one per sync
     paths = {}
@@ -449,7 +450,7 @@ def main() -> int:
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
                 if args.full_history:
-                    from gitrag import history
+                    from gitrag.query import history
 
                     history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 bm25.index(ws)

@@ -101,10 +101,10 @@ def main() -> None:
 
 
 def overlay_bench(repo: Path, trials: int) -> None:
-    from gitrag import worktree
-    from gitrag.indexer import Indexer
-    from gitrag.retrieval import ask
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import worktree
+    from gitrag.query.retrieval import ask
 
     files = [f"src/click/_bench/gen_{i}.py" for i in range(20)]
     for i, f in enumerate(files):
@@ -168,9 +168,9 @@ def overlay_bench(repo: Path, trials: int) -> None:
 
 def rev_bench(click: Path, tmp: Path, behind: int) -> None:
     """On a clone of click as it is (not the overlay part's one), indexed at HEAD first."""
-    from gitrag import revisions
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import revisions
 
     os.environ["GITRAG_HOME"] = str(tmp / "home-rev")
     repo = tmp / "click-rev"

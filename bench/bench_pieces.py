@@ -2,7 +2,7 @@
 
 For each question set, every question is searched once per mode (20 results, no merge);
 the "off" arm scores the top 10 of that list, the "on" arm scores the top 10 after
-:func:`gitrag.ranking.pieces.merge_pieces`. Both arms see the very same ranked list, so
+:func:`gitrag.query.ranking.pieces.merge_pieces`. Both arms see the very same ranked list, so
 the only difference is the merge (score ties are not broken differently between arms).
 
     python bench/bench_pieces.py QUESTIONS REPO [QUESTIONS REPO ...] [--mode hybrid --mode sparse]
@@ -17,12 +17,12 @@ import argparse
 import copy
 from typing import Any
 
-from gitrag.evaluation import load_dataset, run_dataset
-from gitrag.indexer import Indexer
-from gitrag.ranking.pieces import merge_pieces
-from gitrag.retrieval import Result, search
-from gitrag.store import SearchFilter
-from gitrag.workspace import open_workspace
+from gitrag.index.indexer import Indexer
+from gitrag.index.store import SearchFilter
+from gitrag.index.workspace import open_workspace
+from gitrag.query.evaluation import load_dataset, run_dataset
+from gitrag.query.ranking.pieces import merge_pieces
+from gitrag.query.retrieval import Result, search
 
 DEPTH = 10
 

@@ -5,7 +5,7 @@
 DIR holds the corpora built by bench/eval/make_corpus.sh (``click``, ``fastapi``, ``flask``,
 ``requests``). Each corpus is indexed (incrementally: with a warm GITRAG_HOME only the
 questions are embedded), then every question set runs under: full hybrid ranking, hybrid
-with each stage of gitrag.ranking.STAGES switched off, and the store's plain RRF fusion
+with each stage of gitrag.query.ranking.STAGES switched off, and the store's plain RRF fusion
 (``rrf``, no ranking). One table: per variant, nDCG@10 of the three semble sets and their
 mean, click MRR@10 overall and per kind, click identifier Recall@5, the long-question set
 (bench/eval/click-long.jsonl) Recall@5 of the file a fix changes and MRR@10, and the
@@ -47,13 +47,13 @@ def main() -> int:
     if args.embedder:
         os.environ["GITRAG_EMBEDDER"] = args.embedder
 
-    from gitrag import output
-    from gitrag.evaluation import load_dataset, run_dataset
-    from gitrag.indexer import Indexer
-    from gitrag.ranking import STAGES
-    from gitrag.retrieval import search
-    from gitrag.store import SearchFilter
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.evaluation import load_dataset, run_dataset
+    from gitrag.query.ranking import STAGES
+    from gitrag.query.retrieval import search
+    from gitrag.surfaces import output
 
     variants = ["hybrid", *(f"-{s}" for s in STAGES), "rrf"]
     table: dict[str, dict[str, float]] = {v: {} for v in variants}
@@ -141,7 +141,7 @@ def _twenty_kb(texts: list[str]) -> str:
 
 
 def _p50(values: list[float]) -> float:
-    from gitrag.evaluation.runner import percentile
+    from gitrag.query.evaluation.runner import percentile
 
     return percentile(values, 50)
 

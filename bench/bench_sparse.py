@@ -1,4 +1,4 @@
-"""Sparse vectors, side by side: another checkout's ``gitrag/sparse.py`` vs this one's.
+"""Sparse vectors, side by side: another checkout's ``gitrag/index/sparse.py`` vs this one's.
 
     python bench/bench_sparse.py CORPUS OTHER_SPARSE_PY
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from gitrag import sparse
+from gitrag.index import sparse
 
 repo, other = sys.argv[1], sys.argv[2]
 spec = importlib.util.spec_from_file_location("other_sparse", other)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gitrag.store import PointRecord, SearchFilter, SparseVec, Store
-from gitrag.store.edge import EdgeStore
-from gitrag.store.server import ServerStore
+from gitrag.index.store import PointRecord, SearchFilter, SparseVec, Store
+from gitrag.index.store.edge import EdgeStore
+from gitrag.index.store.server import ServerStore
 
 COLL = "bench"
 BATCH = 256

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gitrag.cli import main
+from gitrag.surfaces.cli import main
 
 if __name__ == "__main__":
     main()

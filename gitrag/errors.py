@@ -1,7 +1,7 @@
 """Exceptions and exit codes: the one place where they are defined.
 
 Library code raises a subclass of :class:`GitragError` with a message that says what to
-do; only the CLI (``gitrag/cli.py``) turns them into exit codes:
+do; only the CLI (``gitrag/surfaces/cli.py``) turns them into exit codes:
 0 success, 1 user-facing error, 2 bad usage, 3 unexpected internal error, 130 interrupt.
 """
 
@@ -59,7 +59,7 @@ class StoreError(GitragError):
 class StoreDamaged(StoreError):
     """The store's files fail: the engine cannot read them, or what it returns fails its
     checks (a payload digest, a dense vector unlike the vector cache's). Everything in the
-    store is derived from git and the vector cache: :mod:`gitrag.heal` rebuilds it."""
+    store is derived from git and the vector cache: :mod:`gitrag.index.heal` rebuilds it."""
 
 
 class StoreHeld(StoreError):

@@ -4,7 +4,7 @@ a file, the daemon's log.
 The indexer reports ``(stage, done, total)`` (stages ``restore``, ``chunk``, ``embed``,
 ``store``; ``total`` is known when a stage starts, and counts the whole sync: for
 ``embed`` and ``store`` of a sync written in batches it is projected from the batches
-so far until the last one is chunked, see ``gitrag.indexer.Indexer._apply``). :class:`Lines` turns those calls into
+so far until the last one is chunked, see ``gitrag.index.indexer.Indexer._apply``). :class:`Lines` turns those calls into
 at most one line per interval, e.g.::
 
     indexing main: embedding chunks 1,200/4,300, 28%, 41 s

@@ -16,7 +16,7 @@ time.
 
 The written folder holds ``model.safetensors`` (one tensor ``embeddings``, shape
 (vocab, dim)), the tokenizer, ``config.json``, and ``LICENSE``/``README.md`` naming the
-teacher; ``gitrag/embedders/static.py`` reads it with numpy, safetensors and tokenizers
+teacher; ``gitrag/index/embedders/static.py`` reads it with numpy, safetensors and tokenizers
 only. Prints the SHA-256 of the model file to paste into ``static.py`` (``MODEL_SHA256``).
 """
 
@@ -123,7 +123,7 @@ def convert(distilled: Path, teacher: Path, out: Path, *, pca: int | None, dtype
 def check(out: Path, model: object) -> None:
     """gitrag's lookup-and-sum must give model2vec's own vectors (cosine > 0.999)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from gitrag.embedders.static import StaticEmbedder
+    from gitrag.index.embedders.static import StaticEmbedder
 
     texts = [
         "def read_config(path):\n    return json.load(open(path))",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gitrag.indexer import IndexSummary
+    from gitrag.index.indexer import IndexSummary
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
@@ -56,8 +56,8 @@ class Repo:
 def index(path: Path, **kw: Any) -> IndexSummary:
     """Sync the repository at ``path`` in-process (the test's GITRAG_HOME); ``kw`` go to
     ``Indexer.sync`` (``rebuild=True``)."""
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
 
     ws = open_workspace(path)
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.embedders.hashing import HashEmbedder
 
 TOO_LONG_ERROR = "the input length exceeds the context length"
 VERSION = "0.6.8"

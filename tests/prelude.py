@@ -2,13 +2,13 @@
 
     python -c "import tests.prelude as p; p.main()" index --json      # like `gitrag index --json`
 
-reads ``RELIABILITY_PRELUDE`` (JSON) before handing over to ``gitrag.cli.main``:
+reads ``RELIABILITY_PRELUDE`` (JSON) before handing over to ``gitrag.surfaces.cli.main``:
 
-``{"kill": [["gitrag.store.edge:EdgeStore.upsert", 2, "after"]]}``
+``{"kill": [["gitrag.index.store.edge:EdgeStore.upsert", 2, "after"]]}``
     SIGKILL this process on the 2nd call of that method, before or after it runs.
-``{"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.05]]}``
+``{"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 0.05]]}``
     sleep that long before every call (a slow model).
-``{"set": [["gitrag.indexer", "UPSERT_BATCH", 8]]}``
+``{"set": [["gitrag.index.indexer", "UPSERT_BATCH", 8]]}``
     set a module attribute (``Class.attr`` works too).
 ``{"offline": "/path/attempts.jsonl"}``
     every connection or name lookup that is not a unix socket or loopback raises
@@ -135,6 +135,6 @@ def install(spec: dict[str, Any]) -> None:
 def main() -> None:
     install(json.loads(os.environ.get(ENV) or "{}"))
     sys.argv[0] = "gitrag"
-    from gitrag.cli import main as gitrag_main
+    from gitrag.surfaces.cli import main as gitrag_main
 
     gitrag_main()

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from gitrag.state import State
-from gitrag.workspace import open_workspace
+from gitrag.index.state import State
+from gitrag.index.workspace import open_workspace
 from tests.daemonutil import wait_for
 from tests.gitutil import Repo
 from tests.gitutil import index as sync
@@ -81,7 +81,7 @@ def _store_points(ws: Any, branch: Any) -> Points:
     """The branch's view of the shared collection, payloads without ``branches``. A point
     whose ``branches`` disagree with the state's manifests (of every branch) gets a marked
     payload, and points no branch holds are included: both count as wrong."""
-    from gitrag.views import expected
+    from gitrag.index.views import expected
 
     collection = branch.collection
     members = expected(ws, branch.fingerprint)
@@ -90,7 +90,7 @@ def _store_points(ws: Any, branch: Any) -> Points:
     out: Points = {}
     for pid, payload, vector in stored:
         got = (tuple(payload.pop("branches", ())), tuple(payload.pop("hidden", ())))
-        payload.pop("digest", None)  # the store's checks (gitrag.integrity), not in the manifest
+        payload.pop("digest", None)  # the store's checks (gitrag.index.integrity), not in the manifest
         payload.pop("vsig", None)
         want = members.get(pid)
         if want is None:  # held by no branch: an orphan
@@ -161,7 +161,7 @@ def lost_wrong(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t
 def indexed_commit(path: Path) -> str | None:
     """The current branch's last indexed commit, read from the state file directly."""
     from gitrag import config
-    from gitrag.gitrepo import GitRepo
+    from gitrag.git.repo import GitRepo
 
     repo = GitRepo(path)
     state = State(config.repo_data_dir(repo.common_dir))

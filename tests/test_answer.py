@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result as CliResult
+from click.testing import CliRunner
+from click.testing import Result as CliResult
 
-from gitrag.answer import (
+from gitrag.index.workspace import open_workspace
+from gitrag.query.answer import (
     CitationFilter,
     Evidence,
     check_citations,
@@ -25,9 +27,8 @@ from gitrag.answer import (
     evidence_strength,
     select_evidence,
 )
-from gitrag.cli import cli
-from gitrag.retrieval import Result
-from gitrag.workspace import open_workspace
+from gitrag.query.retrieval import Result
+from gitrag.surfaces.cli import cli
 from tests.gitutil import Repo, index
 from tests.ollama_stub import OllamaStub
 
@@ -170,7 +171,7 @@ def test_chat_reads_ollama_host_as_the_embedder_does(indexed: Repo, stub: Ollama
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """OLLAMA_HOST's forms reach the same local server for chat as for embeddings, and a
     proxy of the environment (dead here) is not used for a server on this machine."""
-    from gitrag.embedders.ollama import OllamaEmbedder
+    from gitrag.index.embedders.ollama import OllamaEmbedder
 
     dead_proxy = f"http://127.0.0.1:{_closed_port()}"
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -301,7 +302,7 @@ def test_strength_rules() -> None:
 def test_snippets_sent_come_from_the_index(indexed: Repo, stub: OllamaStub, tmp_path: Path) -> None:
     """With ``--committed`` the evidence is read from git blobs: an uncommitted edit never
     reaches the model. By default the work-tree overlay answers with the edited file as it
-    is on disk (gitrag.worktree), and that text is what the model is shown."""
+    is on disk (gitrag.query.worktree), and that text is what the model is shown."""
     indexed.write("app/transport.py", TRANSPORT.replace("RETRY_LIMIT = 5", "RETRY_LIMIT = 99  # SECRET"))
     stub.chat_reply = "ok"
     env = {"GITRAG_CHAT_MODEL": "llama3.2", "GITRAG_OLLAMA_HOST": stub.url}
@@ -316,9 +317,9 @@ def test_snippets_sent_come_from_the_index(indexed: Repo, stub: OllamaStub, tmp_
 
 def test_answer_arrives_in_pieces(indexed: Repo, stub: OllamaStub) -> None:
     """write_answer hands the text on as the stream arrives, not once at the end."""
-    from gitrag.answer import write_answer
     from gitrag.config import load_settings
-    from gitrag.retrieval import search
+    from gitrag.query.answer import write_answer
+    from gitrag.query.retrieval import search
 
     stub.chat_reply = "one two three four five six seven eight"
     with open_workspace(indexed.path) as ws:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrag.chunking import analyze
-from gitrag.chunking.split import Sizer
-from gitrag.chunking.text import embedding_text
-from gitrag.embedders.static import StaticEmbedder
+from gitrag.index.chunking import analyze
+from gitrag.index.chunking.split import Sizer
+from gitrag.index.chunking.text import embedding_text
+from gitrag.index.embedders.static import StaticEmbedder
 
 NASTY = (
     "def naïve(x):\r\n    return 'Straße' + \"漢字かな\"  # x\u0301y ÅNGSTRÖM\n"
@@ -107,7 +107,7 @@ def test_chunks_embedded_from_their_token_spans_get_the_texts_vectors(emb: Stati
 
     import numpy as np
 
-    from gitrag.embedders.base import embed_partial
+    from gitrag.index.embedders.base import embed_partial
 
     total = with_span = 0
     for path, data in _sources():

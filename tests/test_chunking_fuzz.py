@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitrag.chunking import analyze
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.chunking import analyze
+from gitrag.index.embedders.hashing import HashEmbedder
 
 COUNT = HashEmbedder().count_tokens
 

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from gitrag.chunking.text import abbreviate_path
-from gitrag.chunking import CHUNKER_VERSION, analyze, language_for
-from gitrag.chunking.model import Chunk, FileAnalysis
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.chunking import CHUNKER_VERSION, analyze, language_for
+from gitrag.index.chunking.model import Chunk, FileAnalysis
+from gitrag.index.chunking.text import abbreviate_path
+from gitrag.index.embedders.hashing import HashEmbedder
 
 COUNT = HashEmbedder().count_tokens
 
@@ -97,7 +97,7 @@ PYTHON = '''
 
 
 def test_python_names_and_module_chunks() -> None:
-    analysis = run("gitrag/store.py", PYTHON)
+    analysis = run("gitrag/index/store.py", PYTHON)
     assert chunk_with(analysis, "CHUNK_OVERLAP = 10").kind == "module"
     assert "CHUNK_OVERLAP" in chunk_with(analysis, "CHUNK_OVERLAP = 10").symbol.split(", ")
     assert "<imports>" in chunk_with(analysis, "import os").symbol
@@ -111,7 +111,7 @@ def test_python_names_and_module_chunks() -> None:
 
 
 def test_python_class_over_budget_splits_into_methods_with_context() -> None:
-    analysis = run("gitrag/store.py", PYTHON, max_tokens=64)
+    analysis = run("gitrag/index/store.py", PYTHON, max_tokens=64)
     init = chunk_with(analysis, "def __init__")
     assert init.symbol.split(", ")[0] == "Store.__init__"
     assert init.kind == "method"
@@ -123,7 +123,7 @@ def test_python_class_over_budget_splits_into_methods_with_context() -> None:
 
 
 def test_python_graph() -> None:
-    analysis = run("gitrag/store.py", PYTHON)
+    analysis = run("gitrag/index/store.py", PYTHON)
     found = defs(analysis)
     assert found["helper"] == ("function", "")
     assert found["helper.inner"] == ("function", "helper")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from gitrag.chunking import analyze
-from gitrag.chunking.model import FileAnalysis
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.chunking import analyze
+from gitrag.index.chunking.model import FileAnalysis
+from gitrag.index.embedders.hashing import HashEmbedder
 
 COUNT = HashEmbedder().count_tokens
 

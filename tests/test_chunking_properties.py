@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from gitrag.chunking import analyze
-from gitrag.chunking.model import FileAnalysis
-from gitrag.embedders.hashing import HashEmbedder
+from gitrag.index.chunking import analyze
+from gitrag.index.chunking.model import FileAnalysis
+from gitrag.index.embedders.hashing import HashEmbedder
 
 MAX_TOKENS = 256
 COUNT = HashEmbedder().count_tokens
@@ -163,7 +163,7 @@ def test_repository_files() -> None:
 @pytest.mark.parametrize("max_tokens", [32, 64, 256, 2048])
 def test_cap_holds_for_any_budget(max_tokens: int) -> None:
     data = (REPO / "gitrag" / "chunking" / "outline.py").read_bytes()
-    analysis = analyze("gitrag/chunking/outline.py", data, max_tokens=max_tokens,
+    analysis = analyze("gitrag/index/chunking/outline.py", data, max_tokens=max_tokens,
                        count_tokens=COUNT)
     check_tiling(data, analysis)
     check_cap(analysis, max_tokens=max_tokens)
@@ -171,7 +171,7 @@ def test_cap_holds_for_any_budget(max_tokens: int) -> None:
 
 def test_default_token_estimate_is_len_over_three() -> None:
     data = (REPO / "gitrag" / "chunking" / "split.py").read_bytes()
-    analysis = analyze("gitrag/chunking/split.py", data)
+    analysis = analyze("gitrag/index/chunking/split.py", data)
     check_tiling(data, analysis)
     assert all(-(-len(c.text) // 3) <= 256 for c in analysis.chunks)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitrag.chunking import analyze
-from gitrag.chunking.prose import prose_shares
-from gitrag.workspace import open_workspace
+from gitrag.index.chunking import analyze
+from gitrag.index.chunking.prose import prose_shares
+from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo, index
 
 WRAPPER = '''def total(cart):

@@ -125,7 +125,7 @@ def test_help_teaches(project: Repo) -> None:
 def test_every_option_says_what_it_does() -> None:
     import click
 
-    from gitrag.cli import cli
+    from gitrag.surfaces.cli import cli
 
     silent = [(name, p.opts[0]) for name, cmd in cli.commands.items() for p in cmd.params
               if isinstance(p, click.Option) and not p.help]
@@ -136,7 +136,7 @@ def _modules_loaded_by(*args: str, cwd: Path, out: Path) -> set[str]:
     """The modules a ``gitrag ARGS`` process had imported when it exited (the real entry point)."""
     code = ("import json, sys\n"
             f"sys.argv = ['gitrag', *{list(args)!r}]\n"
-            "from gitrag.cli import main\n"
+            "from gitrag.surfaces.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             f"open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n")
     subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120, check=True)
@@ -146,13 +146,13 @@ def _modules_loaded_by(*args: str, cwd: Path, out: Path) -> set[str]:
 @pytest.mark.parametrize("args", [("--help",), ("notify", "post-commit"), ("status", "--help")])
 def test_cold_commands_do_not_import_ranking_or_numpy(project: Repo, tmp_path: Path, args: tuple[str, ...]) -> None:
     loaded = _modules_loaded_by(*args, cwd=project.path, out=tmp_path / "modules.json")
-    assert "gitrag.cli" in loaded
-    heavy = sorted(m for m in loaded if m.split(".")[0] == "numpy" or m.startswith("gitrag.ranking"))
+    assert "gitrag.surfaces.cli" in loaded
+    heavy = sorted(m for m in loaded if m.split(".")[0] == "numpy" or m.startswith("gitrag.query.ranking"))
     assert not heavy, f"gitrag {' '.join(args)} imported {heavy}"
 
 
 def test_ablate_still_lists_and_checks_the_ranking_stages(project: Repo, tmp_path: Path) -> None:
-    from gitrag.ranking.pipeline import STAGES
+    from gitrag.query.ranking.pipeline import STAGES
 
     assert all(stage in gitrag("eval", "--help").stdout for stage in STAGES)
     questions = tmp_path / "q.jsonl"
@@ -215,7 +215,7 @@ def test_an_unknown_language_is_a_usage_error(project: Repo) -> None:
 
 def test_the_lang_help_lists_every_language_the_chunker_knows() -> None:
     """cli.py spells the list out (importing the chunker would slow every command's start)."""
-    from gitrag.chunking.languages import LANGUAGES
+    from gitrag.index.chunking.languages import LANGUAGES
 
     help_text = subprocess.run([sys.executable, "-m", "gitrag", "ask", "--help"], capture_output=True, text=True,
                                check=True).stdout

@@ -23,7 +23,7 @@ from gitrag import config
 from gitrag.daemon import client, protocol, registry, spool
 from gitrag.daemon.server import SocketInUse, clear_stale, dispatch, peer_uid, serve
 from gitrag.errors import NotIndexed
-from gitrag.gitrepo import GitRepo
+from gitrag.git.repo import GitRepo
 from tests.daemonutil import gitrag, gitrag_json, indexed_at, stop_daemon, wait_for
 from tests.gitutil import Repo
 
@@ -153,7 +153,7 @@ def test_sigterm_lets_the_running_sync_finish(repo: Repo, daemons: Any) -> None:
     assert stop_daemon(proc) == 0
     log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text()
     assert log.index("daemon stopping") < log.index("synced")  # SIGTERM came mid-sync, the sync finished
-    from gitrag.state import State
+    from gitrag.index.state import State
 
     state = State(config.repo_data_dir(repo.path / ".git"))
     try:
@@ -284,8 +284,8 @@ def test_socket_path_stays_under_the_unix_limit(monkeypatch: pytest.MonkeyPatch,
 
 def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> None:
     from gitrag.daemon import gc
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
 
     repo.write("a.py", "def a():\n    return 1\n")
     repo.commit("first")

@@ -39,8 +39,8 @@ def test_trim_gives_freed_heap_pages_back_to_the_system() -> None:
 def test_a_large_sync_closes_the_shards_and_the_next_read_reopens_them(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from gitrag.daemon import worker as worker_mod
     from gitrag.daemon.worker import RepoWorker
-    from gitrag.retrieval import search
-    from gitrag.workspace import open_workspace
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import search
 
     for i in range(3):
         repo.write(f"pkg/m{i}.py", f"def handler_{i}(request):\n    return request.reply({i})\n")
@@ -109,7 +109,7 @@ def test_dropping_file_pages_unmaps_them_and_keeps_their_bytes(tmp_path) -> None
 
 
 def test_clearing_the_caches_empties_the_sparse_term_caches() -> None:
-    from gitrag import sparse
+    from gitrag.index import sparse
 
     sparse.document_vector("def parse_args(argv): return ArgumentParser(prog).parse_known_args(argv)")
     cached = [f for f in vars(sparse).values() if hasattr(f, "cache_info")]
@@ -121,8 +121,8 @@ def test_clearing_the_caches_empties_the_sparse_term_caches() -> None:
 def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from gitrag.daemon import worker as worker_mod
     from gitrag.daemon.worker import RepoWorker
-    from gitrag.retrieval import search
-    from gitrag.workspace import open_workspace
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import search
 
     for i in range(40):
         repo.write(f"pkg/m{i}.py", f"def handler_{i}(request):\n    return request.reply({i})\n")
@@ -180,7 +180,7 @@ def test_shrinking_sqlite_frees_its_page_cache(tmp_path) -> None:  # type: ignor
 def test_the_static_model_is_mapped_not_copied_and_its_pages_can_be_dropped() -> None:
     import numpy as np
 
-    from gitrag.embedders.static import StaticEmbedder
+    from gitrag.index.embedders.static import StaticEmbedder
 
     emb = StaticEmbedder()
     texts = [f"def handler_{i}(request, response): return parse_{i}(request.body)" for i in range(200)]

@@ -22,12 +22,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from gitrag.config import Settings
-from gitrag.embedders import base, create
-from gitrag.embedders.hashing import HashEmbedder
-from gitrag.embedders.local import LocalEmbedder, default_model_path
-from gitrag.embedders.ollama import OllamaEmbedder, context_length, estimate_tokens
-from gitrag.embedders.static import MODEL_DIR, MODEL_SHA256, StaticEmbedder
 from gitrag.errors import ConfigError, EmbedderError, EmbedderUnavailable
+from gitrag.index.embedders import available, base, create
+from gitrag.index.embedders.hashing import HashEmbedder
+from gitrag.index.embedders.local import LocalEmbedder, default_model_path
+from gitrag.index.embedders.ollama import OllamaEmbedder, context_length, estimate_tokens
+from gitrag.index.embedders.static import MODEL_DIR, MODEL_SHA256, StaticEmbedder
 from tests.ollama_stub import OllamaStub, StubModel
 
 CODE = [
@@ -73,7 +73,7 @@ def test_static_loads_offline_without_torch_in_a_fresh_process() -> None:
         socket.socket.connect = guard
         socket.getaddrinfo = lambda *a, **k: (_ for _ in ()).throw(OSError(f"DNS lookup: {a[0]}"))
         from gitrag.config import Settings
-        from gitrag.embedders import create
+        from gitrag.index.embedders import create
         e = create(Settings())
         tokens = e.count_tokens("def f(): pass")
         v = e.embed_documents(["def f(): pass", "import os"])
@@ -179,7 +179,7 @@ def test_local_loads_offline_and_lazily_in_a_fresh_process() -> None:
         socket.socket.connect = guard
         socket.getaddrinfo = lambda *a, **k: (_ for _ in ()).throw(OSError(f"DNS lookup: {a[0]}"))
         from gitrag.config import Settings
-        from gitrag.embedders import create
+        from gitrag.index.embedders import create
         e = create(Settings(embedder="local"))
         tokens = e.count_tokens("def f(): pass")
         lazy = "torch" not in sys.modules and "sentence_transformers" not in sys.modules
@@ -471,7 +471,7 @@ def test_estimated_tokens_rarely_undercount_real_code() -> None:
 
 
 def test_registry_creates_each_embedder_by_name(stub: OllamaStub) -> None:
-    assert {"hash", "local", "ollama", "static"} <= set(base.available())
+    assert {"hash", "local", "ollama", "static"} <= set(available())
     assert isinstance(create(Settings(embedder="hash")), HashEmbedder)
     assert isinstance(create(Settings()), StaticEmbedder)  # the default
     e = create(Settings(embedder="ollama", ollama_host=stub.url, ollama_model="mxbai-embed-large", batch_size=7))
@@ -528,8 +528,8 @@ def test_stub_speaks_ollamas_chat_tags_and_version(stub: OllamaStub) -> None:
 
 
 def test_ollama_hosts_are_read_as_ollama_reads_ollama_host() -> None:
-    from gitrag.embedders.ollama import parse_host
     from gitrag.errors import ConfigError
+    from gitrag.index.embedders.ollama import parse_host
 
     assert parse_host("127.0.0.1") == "http://127.0.0.1:11434"
     assert parse_host(":56789") == "http://127.0.0.1:56789"

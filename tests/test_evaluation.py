@@ -1,4 +1,4 @@
-"""gitrag.evaluation: metrics on hand-computed cases, loaders on the real label files,
+"""gitrag.query.evaluation: metrics on hand-computed cases, loaders on the real label files,
 the grep baselines on a real git repository, the runner's contract JSON, the tables."""
 
 from __future__ import annotations
@@ -16,19 +16,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from gitrag.errors import EmptyRepository, GitragError, NotARepository
-from gitrag.evaluation import datasets, metrics
-from gitrag.evaluation.datasets import DatasetError, Question, Target, infer_category, load_dataset
-from gitrag.evaluation.grep import (
-    GrepBaseline,
-    grep_search,
-    head_files,
-    line_count,
-    query_words,
-    ripgrep_search,
-)
-from gitrag.evaluation.metrics import Result, hits, path_matches, score_question, scores_from_ranks
-from gitrag.evaluation.report import PUBLISHED_SCORES, print_report, published_table
-from gitrag.evaluation.runner import mean_over_reports, percentile, run_dataset, run_eval
+from gitrag.query.evaluation import datasets, metrics
+from gitrag.query.evaluation.datasets import DatasetError, Question, Target, infer_category, load_dataset
+from gitrag.query.evaluation.grep import GrepBaseline, grep_search, head_files, line_count, query_words, ripgrep_search
+from gitrag.query.evaluation.metrics import Result, hits, path_matches, score_question, scores_from_ranks
+from gitrag.query.evaluation.report import PUBLISHED_SCORES, print_report, published_table
+from gitrag.query.evaluation.runner import mean_over_reports, percentile, run_dataset, run_eval
 
 # the question sets ship inside the repository (bench/eval/, with their licenses)
 EVAL = Path(__file__).resolve().parents[1] / "bench" / "eval"

@@ -88,7 +88,7 @@ def test_fetch_into_a_local_branch_is_an_event(installed: Repo, tmp_path: Path) 
 
 # -- the reference-transaction script itself (a stub interpreter records each call) --------
 def _stubbed(repo: Repo, tmp_path: Path) -> Path:
-    from gitrag import install
+    from gitrag.git import hooks as install
     from tests.test_hooks import _stub
 
     stub, log = _stub(tmp_path)
@@ -148,7 +148,7 @@ def test_other_refs_start_no_python_and_branches_are_named(repo: Repo, tmp_path:
 
 
 def test_a_foreign_reference_transaction_hook_still_runs_and_can_abort(repo: Repo, tmp_path: Path) -> None:
-    from gitrag import install
+    from gitrag.git import hooks as install
 
     seen = tmp_path / "seen.txt"
     hooks = repo.path / ".git" / "hooks"
@@ -273,7 +273,7 @@ def test_a_dropped_event_is_logged_and_doctor_says_why(installed: Repo) -> None:
     registry.remove(GitRepo_common(installed))  # registered no more, hooks still there
     installed.write("lost.py", "def lost_function():\n    return 8\n")
     installed.commit("dropped")
-    from gitrag import hookenv
+    from gitrag.git import hookenv
 
     entry = wait_for(lambda: hookenv.drops(), "the drop logged")[-1]
     assert entry["reason"].startswith("not registered") and entry["repo"] == str(installed.path.resolve())
@@ -283,7 +283,7 @@ def test_a_dropped_event_is_logged_and_doctor_says_why(installed: Repo) -> None:
 
 
 def GitRepo_common(repo: Repo) -> Path:  # noqa: N802
-    from gitrag.gitrepo import GitRepo
+    from gitrag.git.repo import GitRepo
 
     return GitRepo(repo.path).common_dir
 
@@ -393,7 +393,7 @@ def test_several_in_process_readers_at_once_take_turns(repo: Repo) -> None:
 def test_a_held_store_is_a_typed_error(tmp_path: Path) -> None:
     """The 'held' case is a type (StoreHeld), not a message to match."""
     from gitrag.errors import StoreError, StoreHeld
-    from gitrag.store.edge import EdgeStore
+    from gitrag.index.store.edge import EdgeStore
 
     first, second = EdgeStore(tmp_path / "store"), EdgeStore(tmp_path / "store")
     first.create_collection("c", 4)
@@ -451,6 +451,6 @@ def test_doctor_warns_when_git_runs_no_reference_transaction_hook(repo: Repo, tm
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     check = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "git")
     assert check["status"] == "warn" and "older than 2.28" in check["detail"] and "reset" in check["detail"]
-    from gitrag import install
+    from gitrag.git import hooks as install
 
     assert install.ref_hook_runs()  # the real git here is newer

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gitrag.policy import generated_docs, machine_written
-from gitrag.workspace import open_workspace
+from gitrag.index.policy import generated_docs, machine_written
+from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
 from tests.gitutil import index as sync
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from gitrag.chunking.languages import SPECS
-from gitrag.chunking.treesitter import GRAMMARS, get_language
+from gitrag.index.chunking.languages import SPECS
+from gitrag.index.chunking.treesitter import GRAMMARS, get_language
 
 # One small file per tree-sitter language of the chunker, each with a definition.
 SAMPLES = {
@@ -29,7 +29,7 @@ SAMPLES = {
 
 _CHILD = textwrap.dedent("""
     import json, sys
-    from gitrag.chunking import analyze
+    from gitrag.index.chunking import analyze
     seen = {}
     for path, source in json.loads(sys.argv[1]):
         a = analyze(path, source.encode(), max_tokens=256)

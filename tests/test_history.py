@@ -9,8 +9,8 @@ import pygit2
 import pytest
 from click.testing import CliRunner
 
-from gitrag.cli import cli
-from gitrag.history.index import HistoryIndex
+from gitrag.index.history import HistoryIndex
+from gitrag.surfaces.cli import cli
 from tests.gitutil import Repo, index
 
 
@@ -22,7 +22,7 @@ def _log(repo: Repo, *args: str) -> dict:
 
 def _data_dir(repo: Repo) -> Path:
     from gitrag import config
-    from gitrag.gitrepo import GitRepo
+    from gitrag.git.repo import GitRepo
 
     return config.repo_data_dir(GitRepo(repo.path).common_dir)
 
@@ -90,7 +90,7 @@ def test_history_follows_new_commits_renames_and_a_rewritten_branch(project: Rep
 
 
 def test_an_interrupted_history_read_is_finished_by_the_next_sync(project: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitrag.history import index as hindex
+    from gitrag.index import history as hindex
 
     index(project.path)
     for i in range(40):
@@ -168,8 +168,8 @@ def test_similar_past_fixes_raise_the_files_they_changed(repo: Repo) -> None:
     """The `history` ranking stage: a past commit whose message resembles the question points
     at the file it changed (x2 for the best such file); a file only a big import touched
     gains next to nothing."""
-    from gitrag.retrieval import search
-    from gitrag.workspace import open_workspace
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import search
 
     repo.write("pkg/scheduler.py", "def plan_jobs(queue, deadline):\n    # each job, its deadline\n"
                                    "    return sorted(queue)\n")
@@ -195,7 +195,7 @@ def test_similar_past_fixes_raise_the_files_they_changed(repo: Repo) -> None:
 
 
 def test_the_prior_learns_nothing_from_an_import_of_many_files(repo: Repo) -> None:
-    from gitrag.ranking.history_prior import MAX_FIX_FILES, file_prior
+    from gitrag.query.ranking.history_prior import MAX_FIX_FILES, file_prior
 
     assert file_prior([(5.0, [f"f{i}.py" for i in range(MAX_FIX_FILES + 1)], MAX_FIX_FILES + 1)]) == {}
     prior = file_prior([(4.0, ["a.py"], 1), (4.0, ["a.py", "b.py", "c.py", "d.py"], 4)])

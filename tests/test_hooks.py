@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import install
 from gitrag.daemon import registry, spool
-from gitrag.notify import no_git_env, rebasing, wait_rebase_end
+from gitrag.git import hooks as install
+from gitrag.git.hookenv import no_git_env
+from gitrag.daemon.notify import rebasing, wait_rebase_end
 from tests.daemonutil import gitrag, wait_for
 from tests.gitutil import Repo
 
@@ -178,8 +179,8 @@ def test_notify_loads_only_the_standard_library(repo: Repo) -> None:
     code = (
         "import sys, json\n"
         "before = set(sys.modules)\n"
-        "import gitrag.notify\n"
-        "outcome = gitrag.notify.run(['post-commit'])\n"
+        "import gitrag.notify, gitrag.daemon.notify  # the entry the hooks run, and its code\n"
+        "outcome = gitrag.daemon.notify.run(['post-commit'])\n"
         "new = sorted(set(sys.modules) - before)\n"
         "print(json.dumps({'outcome': outcome, 'new': new, 'all': sorted(sys.modules)}))\n"
     )

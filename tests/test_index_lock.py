@@ -2,7 +2,7 @@
 sync by an Ollama stub that leaves requests unanswered.
 
 Two of one repository: the second must see at once that the first is there (the
-repository's index lock, :mod:`gitrag.index_lock`), say so naming its pid, wait for it,
+repository's index lock, :mod:`gitrag.index.lock`), say so naming its pid, wait for it,
 and then index. Ctrl-C (SIGINT) part way: one line saying nothing is lost, exit 130, and
 the next index embeds only what the interrupted one had not.
 """

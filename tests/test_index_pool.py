@@ -1,4 +1,4 @@
-"""A first index on every core (gitrag.index_pool, issue 21) gives exactly the index of a run
+"""A first index on every core (gitrag.index.pool, issue 21) gives exactly the index of a run
 in one process: the same points (ids, payloads, vectors), manifest, symbol graph, cache and
 summary, with files the policy skips by path, by size and by content among them."""
 
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from gitrag import config, index_pool
-from gitrag.gitrepo import GitRepo
-from gitrag.indexer import Indexer
-from gitrag.workspace import open_workspace
+from gitrag import config
+from gitrag.git.repo import GitRepo
+from gitrag.index import pool as index_pool
+from gitrag.index.indexer import Indexer
+from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
 from tests.reliability import points, scratch_home
 
@@ -64,7 +65,7 @@ def test_the_pool_indexes_exactly_as_one_process(repo: Repo, tmp_path: Path, mon
     monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "2000")
     monkeypatch.setattr(index_pool, "POOL_MIN_FILES", 1)
     monkeypatch.setattr(index_pool, "AHEAD", 2)
-    monkeypatch.setattr("gitrag.indexer.BATCH_FILES", 16)  # several batches, the pool feeding across them
+    monkeypatch.setattr("gitrag.index.indexer.BATCH_FILES", 16)  # several batches, the pool feeding across them
     _project(repo)
     started: list[int] = []
     real_init = index_pool.Pool.__init__
@@ -105,9 +106,9 @@ def _die(work: index_pool.FileWork) -> index_pool.FileResult:
 def test_a_sync_of_many_batches_optimizes_the_store_once(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each batch flushes; the optimizer (vacuum, merge, HNSW: a rewrite of the collection's
     segments) runs once, after the last batch, not once per batch."""
-    from gitrag.store.edge import EdgeStore
+    from gitrag.index.store.edge import EdgeStore
 
-    monkeypatch.setattr("gitrag.indexer.BATCH_FILES", 8)
+    monkeypatch.setattr("gitrag.index.indexer.BATCH_FILES", 8)
     _project(repo)
     calls: list[str] = []
     for name in ("flush", "optimize"):

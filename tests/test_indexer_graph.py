@@ -11,8 +11,8 @@ import sysconfig
 from dataclasses import asdict
 from pathlib import Path
 
-from gitrag.chunking import analyze
-from gitrag.indexer import _graph
+from gitrag.index.chunking import analyze
+from gitrag.index.indexer import _graph
 
 
 def test_graph_is_asdict_of_definitions_and_references() -> None:

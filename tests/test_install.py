@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import install
 from gitrag.daemon import client, registry
 from gitrag.daemon import systemd as unit
-from gitrag.gitrepo import GitRepo
+from gitrag.git import hooks as install
+from gitrag.git.repo import GitRepo
 from tests.daemonutil import gitrag, gitrag_json, indexed_at, wait_for
 from tests.gitutil import Repo
 
@@ -186,8 +186,8 @@ def test_doctor_explains_ollama_problems_with_the_fix() -> None:
     import threading
     from dataclasses import replace
 
-    from gitrag.commands.doctor import check_embedder
     from gitrag.config import Settings
+    from gitrag.surfaces.commands.doctor import check_embedder
 
     models: list[str] = []
 
@@ -257,7 +257,7 @@ def test_doctor_checks_the_static_model_from_its_files_without_loading_it(tmp_pa
     # a fresh process: doctor's embedder check must not import the tokenizer or vector libraries
     script = (
         "import json, sys\n"
-        "from gitrag.commands.doctor import check_embedder\n"
+        "from gitrag.surfaces.commands.doctor import check_embedder\n"
         "from gitrag.config import Settings\n"
         "c = check_embedder(Settings())\n"
         "print(json.dumps([c.status, c.detail, sorted(m for m in ('tokenizers', 'safetensors', 'torch') if m in sys.modules)]))\n"
@@ -267,9 +267,9 @@ def test_doctor_checks_the_static_model_from_its_files_without_loading_it(tmp_pa
     status, detail, loaded = json.loads(proc.stdout)
     assert (status, loaded) == ("ok", []) and "checksum ok" in detail
 
-    from gitrag.commands.doctor import check_embedder
     from gitrag.config import Settings
-    from gitrag.embedders.static import MODEL_DIR
+    from gitrag.index.embedders.static import MODEL_DIR
+    from gitrag.surfaces.commands.doctor import check_embedder
 
     altered = tmp_path / "altered"
     shutil.copytree(MODEL_DIR, altered)

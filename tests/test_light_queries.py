@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import symbols
-from gitrag.indexer import Indexer
-from gitrag.symbols import SymbolIndex, file_outline, find_definitions
-from gitrag.workspace import Workspace, open_workspace
+from gitrag.index import symbols
+from gitrag.index.indexer import Indexer
+from gitrag.index.symbols import SymbolIndex, file_outline, find_definitions
+from gitrag.index.workspace import Workspace, open_workspace
 from tests.gitutil import Repo
 from tests.test_symbols import GRAPHS, _write_files, inject_graphs
 
@@ -110,11 +110,11 @@ def test_a_reindexed_blob_replaces_its_names(ws: Workspace, repo: Repo) -> None:
 
 _PROBE = """
 import atexit, sys
-heavy = ("numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.store", "gitrag.ranking", "gitrag.retrieval",
-         "gitrag.workspace", "gitrag.symbols", "gitrag.sparse")
+heavy = ("numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.index.store", "gitrag.query.ranking", "gitrag.query.retrieval",
+         "gitrag.index.workspace", "gitrag.index.symbols", "gitrag.index.sparse")
 atexit.register(lambda: print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr))
 import json
-from gitrag.cli import main
+from gitrag.surfaces.cli import main
 main()
 """
 
@@ -135,7 +135,7 @@ def test_ask_through_the_daemon_imports_no_search_stack(repo: Repo, daemon: subp
 def test_the_work_tree_is_found_as_git_finds_it(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gitrag.daemon.routing import workdir
     from gitrag.errors import NotARepository
-    from gitrag.gitrepo import GitRepo
+    from gitrag.git.repo import GitRepo
 
     repo.write("pkg/mod.py", "x = 1\n")
     repo.commit("one")
@@ -167,7 +167,7 @@ def test_structlog_is_configured_when_first_imported() -> None:
 def test_candidate_payloads_come_from_the_state_not_the_store(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ranked candidates' payloads are the manifest rows (primary-key lookups), not a
     retrieve from the store: the same results, and the store is never asked for them."""
-    from gitrag.retrieval import search
+    from gitrag.query.retrieval import search
 
     before = [(r.point_id, r.path, r.start_line, r.score) for r in search(ws, "greet the user with helper")]
     assert before
@@ -178,7 +178,7 @@ def test_candidate_payloads_come_from_the_state_not_the_store(ws: Workspace, mon
     monkeypatch.setattr(ws.store, "payloads", refuse)
     after = [(r.point_id, r.path, r.start_line, r.score) for r in search(ws, "greet the user with helper")]
     assert after == before
-    from gitrag.sparse import query_vector
+    from gitrag.index.sparse import query_vector
 
     stored = ws.store.search(ws.state.branch(ws.repo.branch()).collection, dense=None,
                              sparse=query_vector("greet helper"), limit=50, branch=None)

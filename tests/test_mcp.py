@@ -20,9 +20,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from gitrag.chunking import CHUNKER_VERSION
-from gitrag.mcp_server import ToolInputError, clean_path
-from gitrag.workspace import open_workspace
+from gitrag.index.chunking import CHUNKER_VERSION
+from gitrag.index.workspace import open_workspace
+from gitrag.surfaces.mcp import ToolInputError, clean_path
 from tests.gitutil import Repo, index
 
 # Definitions and references come from the tree-sitter chunker (CHUNKER_VERSION "1");
@@ -179,7 +179,7 @@ def test_search_and_status(indexed: Repo, tmp_path: Path) -> None:
         assert "files" not in kept
         ranked = await _ok(s, "search_code", query="greet shout text", mode="sparse", k=2, files=True)
         assert 1 <= len(ranked["files"]) <= 2 and ranked["files"][0]["score"] >= ranked["results"][0]["score"]
-        # a file's score: its best chunk's, plus damped shares of the next two (gitrag.file_results)
+        # a file's score: its best chunk's, plus damped shares of the next two (gitrag.query.file_results)
         assert ranked["files"][0]["score"] >= ranked["files"][0]["chunks"][0]["score"]
         assert set(ranked["files"][0]) == {"path", "language", "score", "matches", "chunks"}
         assert ranked["files"][0]["chunks"][0]["start_line"] >= 1
@@ -199,7 +199,7 @@ def test_index_status_says_the_daemon_is_indexing_it(indexed: Repo, tmp_path: Pa
     for k in range(3):
         indexed.write(f"app/more_{k}.py", functions(f"more{k}", 8))
     head = indexed.commit("more")
-    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 1.0]]}
+    slow = {"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 1.0]]}
     daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})  # about 12 s of embedding
     repo = str(indexed.path)
 
@@ -353,7 +353,7 @@ def test_clean_prefix_keeps_trailing_slash() -> None:
 def test_a_bug_in_a_tool_is_a_tool_error(indexed: Repo) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from gitrag.mcp_server import Tools
+    from gitrag.surfaces.mcp import Tools
 
     with open_workspace(indexed.path) as ws:
         tools = Tools(ws)

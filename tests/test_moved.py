@@ -154,8 +154,8 @@ def test_uninstall_in_the_last_live_repository_stops_the_daemon(tmp_path: Path) 
 
 
 def test_a_lock_wait_backs_off_logs_once_and_ends_when_the_repository_is_gone(tmp_path: Path, daemons: Any) -> None:
-    from gitrag.indexer import Indexer
-    from gitrag.workspace import open_workspace
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.workspace import open_workspace
 
     proc = daemons()
     repo = _project(tmp_path / "repo")

@@ -113,15 +113,15 @@ def test_the_daemon_logs_progress_of_a_sync_at_info(project: Repo, daemons: Any,
     assert by_stage["chunk"][-1]["done"] == by_stage["chunk"][-1]["total"] == str(N_FILES)
 
 
-SLOW_EMBEDDER = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.3]]}
+SLOW_EMBEDDER = {"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 0.3]]}
 
 
 @pytest.mark.parametrize("as_json", [True, False])
 def test_a_routed_index_shows_the_daemons_progress_off_a_terminal(project: Repo, as_json: bool) -> None:
     """`gitrag index` handed to the running daemon still reports progress on stderr (polled
     over the socket), in the in-process lines' format; stdout keeps the summary alone."""
-    from tests.reliability import start_daemon
     from tests.daemonutil import stop_daemon
+    from tests.reliability import start_daemon
 
     daemon = start_daemon(prelude=SLOW_EMBEDDER, env={"GITRAG_BATCH_SIZE": "8"})  # a few seconds of embedding
     try:

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitrag.cli import cli
 from gitrag.errors import EXIT_USAGE
-from gitrag.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
-from gitrag.ranking import stages as st
-from gitrag.ranking.query import capitalised_words, is_symbol_query
-from gitrag.retrieval import candidates, search
-from gitrag.store import Hit
-from gitrag.workspace import open_workspace
+from gitrag.index.store import Hit
+from gitrag.index.workspace import open_workspace
+from gitrag.query.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
+from gitrag.query.ranking import stages as st
+from gitrag.query.ranking.query import capitalised_words, is_symbol_query
+from gitrag.query.retrieval import candidates, search
+from gitrag.surfaces.cli import cli
 from tests.gitutil import Repo, index
 
 PREAMBLE = ("We deploy the shop service with docker compose on staging; after upgrading the base image the "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gitrag.file_results import rank_files
-from gitrag.ranking.pieces import merge_pieces
-from gitrag.retrieval import Result
+from gitrag.query.file_results import rank_files
+from gitrag.query.ranking.pieces import merge_pieces
+from gitrag.query.retrieval import Result
 
 
 def res(path: str, start: int, end: int, symbol: str, score: float, *, blob: str = "b1", expanded: str = "") -> Result:

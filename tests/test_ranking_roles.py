@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from gitrag.chunking import analyze
-from gitrag.ranking import Candidate, analyse
-from gitrag.ranking.stages import apply_role_priors, asked_for, asks_of, path_prior
-from gitrag.retrieval import search
-from gitrag.workspace import open_workspace
+from gitrag.index.chunking import analyze
+from gitrag.index.workspace import open_workspace
+from gitrag.query.ranking import Candidate, analyse
+from gitrag.query.ranking.stages import apply_role_priors, asked_for, asks_of, path_prior
+from gitrag.query.retrieval import search
 from tests.gitutil import Repo, index
 
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from gitrag.ranking import analyse, boilerplate, traces
-from gitrag.ranking.traces import Frame
-from gitrag.retrieval import search
-from gitrag.workspace import open_workspace
+from gitrag.index.workspace import open_workspace
+from gitrag.query.ranking import analyse, boilerplate, traces
+from gitrag.query.ranking.traces import Frame
+from gitrag.query.retrieval import search
 from tests.gitutil import Repo, index
 
 GO = """panic: runtime error: index out of range [3] with length 3

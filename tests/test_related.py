@@ -1,4 +1,4 @@
-"""``gitrag related PATH:LINE``: code most like the chunk at a location (gitrag.related),
+"""``gitrag related PATH:LINE``: code most like the chunk at a location (gitrag.query.related),
 on a real git repository indexed in-process with the hash embedder and the real chunker."""
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def _queued(repo: Repo) -> bool:
     return status["repos"][0]["queue"] >= 1
 
 
-SLOW = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 1.0]]}
+SLOW = {"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 1.0]]}
 
 
 def test_ask_right_after_a_checkout_says_the_daemon_is_catching_up(repo: Repo) -> None:

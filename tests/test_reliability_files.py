@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gitrag.chunking import analyze
+from gitrag.index.chunking import analyze
 from tests.daemonutil import gitrag, indexed_at, stop_daemon, wait_for
 from tests.gitutil import GIT_ENV, Repo
 from tests.reliability import lost_wrong, points, record, run

@@ -31,7 +31,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gitrag import config
-from gitrag.cli import cli
+from gitrag.surfaces.cli import cli
 from tests.gitutil import Repo
 from tests.reliability import commit_a, record
 

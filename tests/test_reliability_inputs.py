@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrag.chunking import analyze, treesitter
-from gitrag.gitrepo import decode_path
+from gitrag.git.repo import decode_path
+from gitrag.index.chunking import analyze, treesitter
 from tests.gitutil import Repo
 from tests.reliability import lost_wrong, points, record, run, sync
 

@@ -137,7 +137,7 @@ def test_a_format1_cache_written_by_the_previous_release_is_converted_without_em
 def test_cache_rows_fit_their_page(tmp_path: Path) -> None:
     """2,000 vectors of the bundled model's 256 dims take under 700 bytes each on disk: no
     row has an overflow page (format 1: 1 KB float32 ``WITHOUT ROWID`` rows, a 4 KB page each)."""
-    from gitrag.vector_cache import VectorCache
+    from gitrag.index.vector_cache import VectorCache
 
     rng = np.random.default_rng(0)
     cache = VectorCache(tmp_path / "cache.db")
@@ -156,9 +156,8 @@ ODD = "odd dir %h $HOME \\ \"q\" 'x"  # a space, a specifier, a variable, a back
 
 def _odd_python(tmp_path: Path, name: str = ODD) -> str:
     """A real interpreter reached through a folder whose name needs quoting."""
-    import sys
-
     import shlex
+    import sys
 
     folder = tmp_path / name.replace("'", "").replace("\\", "").replace('"', "")
     folder.mkdir(parents=True)
@@ -203,9 +202,9 @@ def test_the_systemd_unit_is_quoted_by_systemd_rules(tmp_path: Path) -> None:
 
 
 def test_hooks_with_an_odd_interpreter_path_parse_and_run(repo: Repo, tmp_path: Path) -> None:
-    from gitrag import install
-    from gitrag.commands.doctor import _hook_python
     from gitrag.daemon import spool
+    from gitrag.git import hooks as install
+    from gitrag.surfaces.commands.doctor import _hook_python
 
     python = _odd_python(tmp_path, ODD + "\nnext line")  # a newline too: the hook is sh, shlex-quoted
     repo.write("a.py", "def a():\n    return 1\n")

@@ -105,7 +105,7 @@ def _refused(proc: subprocess.CompletedProcess[str], *words: str) -> str:
     return said
 
 
-_NOTIFY = "from gitrag.notify import deliver; import sys; print(deliver({'repo': sys.argv[1], 'hook': 'post-commit'}))"
+_NOTIFY = "from gitrag.daemon.notify import deliver; import sys; print(deliver({'repo': sys.argv[1], 'hook': 'post-commit'}))"
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o700], ids=["0777", "0700"])

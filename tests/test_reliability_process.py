@@ -21,28 +21,34 @@ import pytest
 
 from gitrag import config
 from gitrag.daemon import client
-from gitrag.gitrepo import GitRepo
+from gitrag.git.repo import GitRepo
 from tests.daemonutil import stop_daemon
 from tests.gitutil import Repo
 from tests.reliability import (
-    commit_a, pending_repo,
-    indexed_commit, lost_wrong, record, run, spawn, start_daemon,
+    commit_a,
+    indexed_commit,
+    lost_wrong,
+    pending_repo,
+    record,
+    run,
+    spawn,
+    start_daemon,
 )
 
 GROUP = "process"
-SMALL_BATCHES = ["gitrag.indexer", "UPSERT_BATCH", 8]  # several upserts per sync: one can be cut
-SLOW_EMBED = ["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.1]
-SLOW_UPSERT = ["gitrag.store.edge:EdgeStore.upsert", 0.2]
+SMALL_BATCHES = ["gitrag.index.indexer", "UPSERT_BATCH", 8]  # several upserts per sync: one can be cut
+SLOW_EMBED = ["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 0.1]
+SLOW_UPSERT = ["gitrag.index.store.edge:EdgeStore.upsert", 0.2]
 
 # (where, target, nth call, before/after it): in the order a sync reaches them
 KILL_POINTS = [
-    ("embedding: after the first vectors were cached", "gitrag.state:State.put_vectors", 1, "after"),
-    ("journal written, store not yet touched", "gitrag.state:State.write_journal", 1, "after"),
-    ("half-way through the upserts", "gitrag.store.edge:EdgeStore.upsert", 2, "after"),
-    ("after deleting orphans, before membership updates", "gitrag.store.edge:EdgeStore.delete", 1, "after"),
-    ("after membership updates, before the flush", "gitrag.store.edge:EdgeStore.set_payload_of", 1, "after"),
-    ("store flushed, state not yet committed", "gitrag.store.edge:EdgeStore.flush", 1, "after"),
-    ("state committed, before the reply", "gitrag.state:State.commit_paths", 1, "after"),
+    ("embedding: after the first vectors were cached", "gitrag.index.state:State.put_vectors", 1, "after"),
+    ("journal written, store not yet touched", "gitrag.index.state:State.write_journal", 1, "after"),
+    ("half-way through the upserts", "gitrag.index.store.edge:EdgeStore.upsert", 2, "after"),
+    ("after deleting orphans, before membership updates", "gitrag.index.store.edge:EdgeStore.delete", 1, "after"),
+    ("after membership updates, before the flush", "gitrag.index.store.edge:EdgeStore.set_payload_of", 1, "after"),
+    ("store flushed, state not yet committed", "gitrag.index.store.edge:EdgeStore.flush", 1, "after"),
+    ("state committed, before the reply", "gitrag.index.state:State.commit_paths", 1, "after"),
 ]
 
 
@@ -70,9 +76,9 @@ def test_sigkill_of_gitrag_index(pending: Repo, tmp_path: Path, monkeypatch: pyt
 
 
 def test_sigkill_during_the_repair_of_a_sigkill(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = {"set": [SMALL_BATCHES], "kill": [["gitrag.store.edge:EdgeStore.upsert", 2, "after"]]}
+    first = {"set": [SMALL_BATCHES], "kill": [["gitrag.index.store.edge:EdgeStore.upsert", 2, "after"]]}
     assert run("index", "--repo", str(pending.path), prelude=first).returncode == -signal.SIGKILL
-    second = {"kill": [["gitrag.store.edge:EdgeStore.delete_path", 3, "after"]]}  # inside the repair
+    second = {"kill": [["gitrag.index.store.edge:EdgeStore.delete_path", 3, "after"]]}  # inside the repair
     assert run("index", "--repo", str(pending.path), prelude=second).returncode == -signal.SIGKILL
     assert run("index", "--repo", str(pending.path)).returncode == 0
     lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
@@ -165,7 +171,7 @@ def test_many_ask_clients_during_a_sync(pending: Repo, tmp_path: Path, monkeypat
 
 
 
-SMALL_SYNC_BATCHES = ["gitrag.indexer", "BATCH_FILES", 2]  # a sync in batches of 2 paths: it can die between two
+SMALL_SYNC_BATCHES = ["gitrag.index.indexer", "BATCH_FILES", 2]  # a sync in batches of 2 paths: it can die between two
 
 
 @pytest.mark.parametrize("head_moves", [False, True], ids=["same-head", "head-reverts-the-done-batch"])
@@ -174,7 +180,7 @@ def test_sigkill_between_two_batches_of_a_sync(pending: Repo, tmp_path: Path, mo
     """The sync of commit B dies after its first batch (pkg/a.py edited, pkg/b.py deleted) is
     in the store and the manifest, before the second; with ``head_moves`` the next commit
     puts both paths back as they were in A, so only the journal says they were redone."""
-    prelude = {"set": [SMALL_SYNC_BATCHES], "kill": [["gitrag.state:State.commit_batch", 1, "after"]]}
+    prelude = {"set": [SMALL_SYNC_BATCHES], "kill": [["gitrag.index.state:State.commit_batch", 1, "after"]]}
     proc = run("index", "--repo", str(pending.path), prelude=prelude)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-1500:])
     a = pending.git("rev-parse", "HEAD~1")
@@ -193,7 +199,7 @@ def test_sigkill_between_two_batches_of_a_sync(pending: Repo, tmp_path: Path, mo
 
 def test_sigkill_between_two_batches_of_a_first_index(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     commit_a(repo)
-    prelude = {"set": [["gitrag.indexer", "BATCH_FILES", 1]], "kill": [["gitrag.state:State.commit_batch", 2, "after"]]}
+    prelude = {"set": [["gitrag.index.indexer", "BATCH_FILES", 1]], "kill": [["gitrag.index.state:State.commit_batch", 2, "after"]]}
     proc = run("index", "--repo", str(repo.path), prelude=prelude)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-1500:])
     assert indexed_commit(repo.path) is None

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import install
 from gitrag.daemon import registry
+from gitrag.git import hooks as install
 from tests.daemonutil import gitrag
 from tests.gitutil import Repo
 from tests.reliability import record

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitrag import config
-from gitrag.gitrepo import GitRepo
+from gitrag.git.repo import GitRepo
 from tests.gitutil import Repo
 from tests.ollama_stub import OllamaStub
 from tests.reliability import record, run

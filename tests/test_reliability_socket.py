@@ -93,7 +93,7 @@ def test_hostile_input_during_a_sync_leaves_the_index_intact(repo: Repo, tmp_pat
     commit_a(repo)
     sync(repo.path)
     commit_b(repo)
-    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.3]],
+    slow = {"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 0.3]],
             "set": [["gitrag.daemon.server", "READ_TIMEOUT_S", READ_TIMEOUT_S]]}
     daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})
     kinds: dict[str, str] = {}

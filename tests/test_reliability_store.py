@@ -23,16 +23,23 @@ import pytest
 from gitrag import config
 from gitrag.daemon import client
 from gitrag.errors import StoreError
-from gitrag.gitrepo import GitRepo
-from gitrag.indexer import Indexer
-from gitrag.state import FORMAT_VERSION
-from gitrag.store import PointRecord
-from gitrag.workspace import open_workspace
+from gitrag.git.repo import GitRepo
+from gitrag.index.indexer import Indexer
+from gitrag.index.state import FORMAT_VERSION
+from gitrag.index.store import PointRecord
+from gitrag.index.workspace import open_workspace
 from tests.daemonutil import stop_daemon, wait_for
 from tests.gitutil import Repo
 from tests.reliability import (
+    commit_b,
+    functions,
+    indexed_commit,
+    lost_wrong,
     pending_repo,
-    commit_b, functions, indexed_commit, lost_wrong, record, run, start_daemon, sync,
+    record,
+    run,
+    start_daemon,
+    sync,
 )
 
 GROUP = "store and state"
@@ -76,7 +83,7 @@ HALF_WAY = [("upsert", 1), ("upsert", 2), ("delete", 1), ("set_payload_of", 1), 
 @pytest.mark.parametrize(("op", "nth"), HALF_WAY)
 def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         op: str, nth: int) -> None:
-    monkeypatch.setattr("gitrag.indexer.UPSERT_BATCH", 8)  # several upsert calls per sync
+    monkeypatch.setattr("gitrag.index.indexer.UPSERT_BATCH", 8)  # several upsert calls per sync
     a = indexed_commit(pending.path)
     with open_workspace(pending.path) as ws:
         failing = HalfWayStore(ws.store, op, nth)
@@ -175,7 +182,7 @@ def test_data_folder_deleted_while_the_daemon_runs(pending: Repo, tmp_path: Path
 
 
 def test_data_folder_deleted_during_a_sync(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = {"sleep": [["gitrag.embedders.hashing:HashEmbedder.embed_documents", 0.2]]}
+    slow = {"sleep": [["gitrag.index.embedders.hashing:HashEmbedder.embed_documents", 0.2]]}
     daemon = start_daemon(prelude=slow, env={"GITRAG_BATCH_SIZE": "2"})
     try:
         cached = _vectors_cached(pending)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import ranking
-from gitrag.ranking import Candidate, expand, query_identifiers
-from gitrag.retrieval import PREFETCH, SCORE_DEPTH, _Lookup, ask, candidates, search
-from gitrag.sparse import query_vector, term_id, terms, with_path
-from gitrag.store import SearchFilter
-from gitrag.workspace import open_workspace
+from gitrag.index.sparse import query_vector, term_id, terms, with_path
+from gitrag.index.store import SearchFilter
+from gitrag.index.workspace import open_workspace
+from gitrag.query import ranking
+from gitrag.query.ranking import Candidate, expand, query_identifiers
+from gitrag.query.retrieval import PREFETCH, SCORE_DEPTH, _Lookup, ask, candidates, search
 from tests.gitutil import Repo, index
 
 

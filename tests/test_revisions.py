@@ -1,5 +1,5 @@
 """``ask --rev REV``: answers from another revision's tree through a revision view built by
-the incremental sync (gitrag.revisions), on real git repositories with tags."""
+the incremental sync (gitrag.query.revisions), on real git repositories with tags."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from gitrag import revisions
-from gitrag.workspace import open_workspace
+from gitrag.index.workspace import open_workspace
+from gitrag.query import revisions
 from tests.gitutil import Repo, index
 
 LEGACY = ("def legacy_crc_checksum(payload):\n    \"\"\"The old CRC checksum of a payload (removed in 2.0).\"\"\"\n"

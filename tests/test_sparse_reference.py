@@ -1,6 +1,6 @@
 """The cached sparse-term code gives exactly the vectors of the straightforward version.
 
-``gitrag.sparse`` caches per-identifier term expansion and term ids for speed; vectors are
+``gitrag.index.sparse`` caches per-identifier term expansion and term ids for speed; vectors are
 cached by ``sparse.VERSION``, so any difference in terms, order or float weights would
 leave stale vectors in every user's cache. The reference below is the uncached
 implementation (sparse VERSION 2) kept verbatim; it is compared on real source: the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import sparse
+from gitrag.index import sparse
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import state as state_mod
-from gitrag.state import FORMAT_VERSION, State
+from gitrag.index import state as state_mod
+from gitrag.index.state import FORMAT_VERSION, State
 
 
 class _RacingConnection:

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from gitrag import config
-from gitrag.gitrepo import GitRepo
-from gitrag.retrieval import search
-from gitrag.state import State
-from gitrag.workspace import open_workspace
+from gitrag.git.repo import GitRepo
+from gitrag.index.state import State
+from gitrag.index.workspace import open_workspace
+from gitrag.query.retrieval import search
 from tests.gitutil import Repo, index
 from tests.reliability import compare, functions, points
 
@@ -85,7 +85,7 @@ def test_a_chunk_only_on_one_branch_never_answers_on_another(repo: Repo, backend
         assert found or mode == "sparse"  # no term of the question is on main
     with open_workspace(repo.path) as ws:
         main, feature = ws.state.branch("main"), ws.state.branch("feature")
-        from gitrag.sparse import query_vector
+        from gitrag.index.sparse import query_vector
         unfiltered = ws.store.search(main.collection, dense=None, sparse=query_vector("zebraquux_1"),  # type: ignore[union-attr]
                                      limit=5, branch=None)
         assert {h.payload["path"] for h in unfiltered} == {"pkg/only_feature.py"}  # it is in the collection
@@ -99,7 +99,7 @@ def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
         repo: Repo, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from gitrag.cli import cli
+    from gitrag.surfaces.cli import cli
 
     repo.write("pkg/a.py", functions("alpha", 4))
     repo.write("pkg/b.py", functions("beta", 3))
@@ -133,7 +133,7 @@ def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
     assert lost_wrong(repo, tmp_path, monkeypatch, backend) == (0, 0)
     ws = open_workspace(repo.path)
     try:  # every stored point is held by a branch, and every branch sees exactly its manifest
-        from gitrag.views import expected
+        from gitrag.index.views import expected
 
         coll = ws.state.branch("topic").collection  # type: ignore[union-attr]
         assert ws.store.ids(coll) == set(expected(ws, ws.embedder.fingerprint))
@@ -144,7 +144,7 @@ def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
 
 
 def test_an_idle_branch_leaves_the_store_and_comes_back_without_embedding(repo: Repo, backend: str) -> None:
-    from gitrag import gc
+    from gitrag.daemon import gc
 
     repo.write("pkg/a.py", functions("alpha", 3))
     repo.commit("A")
@@ -211,7 +211,7 @@ def test_a_copied_git_dir_forks_its_own_index(repo: Repo, tmp_path: Path) -> Non
 def test_gc_drops_data_of_repositories_that_no_longer_exist(repo: Repo, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from gitrag.cli import cli
+    from gitrag.surfaces.cli import cli
 
     repo.write("a.py", "def a():\n    return 1\n")
     repo.commit("A")
@@ -237,11 +237,11 @@ def _previous_release(tmp_path: Path) -> Path:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
     try:
-        revs = git("log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/state.py").split()
+        revs = git("log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/index/state.py").split()
     except (subprocess.CalledProcessError, FileNotFoundError):
         pytest.skip("needs this repository's git history (the previous release's code)")
     for rev in ["HEAD"] + [f"{r}^" for r in revs]:  # the newest such commit
-        if "FORMAT_VERSION = 1\n" in git("show", f"{rev}:gitrag/state.py"):
+        if "FORMAT_VERSION = 1\n" in git("show", f"{rev}:gitrag/index/state.py"):
             break
     else:
         pytest.skip("no commit with index format 1 in this history")

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from gitrag.errors import StoreError
-from gitrag.store import RRF_K, Hit, PointRecord, SearchFilter, SparseVec, Store
-from gitrag.store.edge import EdgeStore
-from gitrag.store.server import ServerStore
+from gitrag.index.store import RRF_K, Hit, PointRecord, SearchFilter, SparseVec, Store
+from gitrag.index.store.edge import EdgeStore
+from gitrag.index.store.server import ServerStore
 
 DIM = 8
 COLL = "gabc_main"
@@ -160,8 +160,8 @@ def test_upsert_is_idempotent_and_replaces(filled: Store) -> None:
 
 
 def test_ids_and_count(filled: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gitrag.store.edge._SCROLL_PAGE", 2)  # several pages
-    monkeypatch.setattr("gitrag.store.server._SCROLL_PAGE", 2)
+    monkeypatch.setattr("gitrag.index.store.edge._SCROLL_PAGE", 2)  # several pages
+    monkeypatch.setattr("gitrag.index.store.server._SCROLL_PAGE", 2)
     assert filled.ids(COLL) == {pid(x) for x in "abcde"}
     assert filled.count(COLL) == 5
 
@@ -473,8 +473,8 @@ def test_embedded_reopen_keeps_every_point(tmp_path: Path) -> None:
 
 _CRASH = """
 import os, sys, numpy as np
-from gitrag.store.edge import EdgeStore
-from gitrag.store.base import PointRecord, SparseVec
+from gitrag.index.store.edge import EdgeStore
+from gitrag.index.store.base import PointRecord, SparseVec
 s = EdgeStore(sys.argv[1]); s.create_collection("c", 4)
 s.upsert("c", [PointRecord("6d2b6c6e-0000-4000-8000-000000000001", np.array([1, 0, 0, 0], np.float32), SparseVec([1], [1.0]), {"path": "x"})])
 os._exit(0)  # no flush, no close: only the write-ahead log holds the point
@@ -564,7 +564,7 @@ def test_server_unreachable_says_what_to_check() -> None:
 _OPEN_ELSEWHERE = """
 import sys
 from gitrag.errors import StoreError
-from gitrag.store.edge import EdgeStore
+from gitrag.index.store.edge import EdgeStore
 try:
     EdgeStore(sys.argv[1]).count(sys.argv[2])
 except StoreError as exc:

@@ -1,7 +1,7 @@
 """Symbol graph queries on a real indexed repository.
 
 The graph rows are written here in the exact shape the tree-sitter chunker records
-(``gitrag.chunking.graph``: qualified names, references as written), so these tests do
+(``gitrag.index.chunking.graph``: qualified names, references as written), so these tests do
 not depend on which chunker is installed.
 """
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from gitrag import symbols
-from gitrag.chunking import CHUNKER_VERSION
 from gitrag.errors import NotIndexed
-from gitrag.indexer import Indexer
-from gitrag.symbols import Definition, dependencies, file_outline, find_definitions
-from gitrag.workspace import Workspace, open_workspace
+from gitrag.index import symbols
+from gitrag.index.chunking import CHUNKER_VERSION
+from gitrag.index.indexer import Indexer
+from gitrag.index.symbols import Definition, dependencies, file_outline, find_definitions
+from gitrag.index.workspace import Workspace, open_workspace
 from tests.gitutil import Repo
 
 

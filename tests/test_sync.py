@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gitrag.workspace import open_workspace
+from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
 from tests.gitutil import index as sync
 
@@ -230,9 +230,9 @@ def test_dropped_collection_is_rebuilt_without_embedding(base: Repo) -> None:
 
 
 def test_embedder_mismatch_is_refused_then_rebuilt(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitrag.embedders import register
-    from gitrag.embedders.hashing import HashEmbedder
     from gitrag.errors import EmbedderMismatch
+    from gitrag.index.embedders import register
+    from gitrag.index.embedders.hashing import HashEmbedder
 
     register("hash128")(lambda settings: HashEmbedder(dim=128))
     monkeypatch.setenv("GITRAG_EMBEDDER", "hash128")
@@ -244,10 +244,10 @@ def test_embedder_mismatch_is_refused_then_rebuilt(base: Repo, monkeypatch: pyte
 
 
 def test_new_pipeline_version_rechunks_and_rewrites_every_point(base: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gitrag.indexer
+    import gitrag.index.indexer
 
     before = snapshot(base.path)
-    monkeypatch.setattr(gitrag.indexer, "PIPELINE_VERSION", "next")
+    monkeypatch.setattr(gitrag.index.indexer, "PIPELINE_VERSION", "next")
     s = sync(base.path)
     assert s.files_indexed == 3 and s.chunks_embedded == 0  # same texts: all from the cache
     after = snapshot(base.path)
@@ -261,7 +261,7 @@ def test_new_pipeline_version_rechunks_and_rewrites_every_point(base: Repo, monk
 def test_gc_forgets_deleted_branches_and_unreferenced_vectors(base: Repo) -> None:
     from click.testing import CliRunner
 
-    from gitrag.cli import cli
+    from gitrag.surfaces.cli import cli
 
     base.git("checkout", "-q", "-b", "doomed")
     base.write("pkg/only_here.py", "def only_here():\n    return 'x'\n")
@@ -294,7 +294,7 @@ def test_a_sync_in_one_point_batches_equals_one_in_a_single_batch(base: Repo, tm
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Streaming: batches of one new point each (edits, a deletion, a rename, new files,
     a skipped file) write what one batch writes, and the branch ends at HEAD."""
-    from gitrag import indexer
+    from gitrag.index import indexer
 
     base.write("pkg/a.py", module("alpha", "beta").replace("return x * 2", "return x * 5"))
     base.git("rm", "-q", "README.md")
@@ -326,8 +326,8 @@ def test_progress_of_a_batched_sync_counts_the_whole_sync(repo: Repo, monkeypatc
     their total is the whole sync's from the first batch on, projected from the paths
     chunked so far (here every file has as many chunks: the projection is exact; a user
     saw 'embedding chunks 1,824/2,097' of a sync that embedded 8,807)."""
-    from gitrag import indexer
-    from gitrag.indexer import Indexer
+    from gitrag.index import indexer
+    from gitrag.index.indexer import Indexer
 
     for k in range(6):
         repo.write(f"pkg/m{k}.py", f"def f{k}(x):\n    return x + {k}\n\n\ndef g{k}(y):\n    return y * {k}\n")

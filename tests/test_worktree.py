@@ -1,4 +1,4 @@
-"""The work-tree overlay (gitrag.worktree): uncommitted edits, new untracked files,
+"""The work-tree overlay (gitrag.query.worktree): uncommitted edits, new untracked files,
 deletions and renames are searched with the branch's index, marked as work tree, on real
 git repositories indexed in-process with the hash embedder and the real chunker."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gitrag import worktree
-from gitrag.retrieval import ask
-from gitrag.store import SearchFilter
-from gitrag.workspace import open_workspace
+from gitrag.index.store import SearchFilter
+from gitrag.index.workspace import open_workspace
+from gitrag.query import worktree
+from gitrag.query.retrieval import ask
 from tests.gitutil import Repo, index
 
 RETRY = ("def backoff_delay(attempt):\n    \"\"\"Seconds to wait before retrying a failed request.\"\"\"\n"
@@ -233,8 +233,8 @@ def test_a_work_tree_file_name_that_is_not_utf8_never_stops_an_ask(indexed: Repo
 def test_the_overlay_keeps_the_history_stage(indexed: Repo) -> None:
     """The ranking's ``history`` stage asks its lookup for the similar-fix prior; the overlay's
     lookup wraps the branch's and must pass it on (a dirty work tree used to switch it off)."""
-    from gitrag.ranking import analyse
-    from gitrag.retrieval import _Lookup
+    from gitrag.query.ranking import analyse
+    from gitrag.query.retrieval import _Lookup
 
     indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff"))
     indexed.commit("retry: cap the backoff delay")

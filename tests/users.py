@@ -63,7 +63,7 @@ def _find_python(user: User) -> str | None:
     minor = f"{sys.version_info.major}.{sys.version_info.minor}"
     for exe in (sys.executable, f"/usr/bin/python{minor}", f"/usr/local/bin/python{minor}"):
         try:
-            user.run(exe, "-c", "import gitrag.daemon.client, gitrag.cli, mcp", timeout=60).check_returncode()
+            user.run(exe, "-c", "import gitrag.daemon.client, gitrag.surfaces.cli, mcp", timeout=60).check_returncode()
         except (OSError, subprocess.SubprocessError):
             continue
         return exe

@@ -29,8 +29,8 @@ from gitrag.daemon import gc, registry, spool, warm
 from gitrag.daemon.service import Service
 from gitrag.daemon.worker import RepoWorker
 from gitrag.errors import GitragError
-from gitrag.gitrepo import GitRepo
-from gitrag.state import State
+from gitrag.git.repo import GitRepo
+from gitrag.index.state import State
 
 log = structlog.get_logger("gitrag.daemon")
 
@@ -132,7 +132,7 @@ class Jobs:
     def _collect(self, worker: RepoWorker, key: str) -> None:
         paths = gc.worktrees(key)
         checked_out = {worker.workspace(p).repo.branch() for p in paths}
-        result = gc.collect(worker.workspace(paths[0]) if paths else worker.workspace(key), checked_out,
+        result = gc.scheduled_pass(worker.workspace(paths[0]) if paths else worker.workspace(key), checked_out,
                             self._cache_gc.get(key, time.time()))
         if result["cache_gc"] or key not in self._cache_gc:
             self._cache_gc[key] = time.time()

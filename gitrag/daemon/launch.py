@@ -12,7 +12,7 @@ from pathlib import Path
 from gitrag import config
 from gitrag.daemon import client, protocol
 from gitrag.errors import GitragError
-from gitrag.notify import no_git_env
+from gitrag.git.hookenv import no_git_env
 
 
 def log_path() -> Path:

@@ -37,7 +37,7 @@ ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number
 _MADV_DONTNEED = 4
 # modules whose function caches fill during a sync and serve only the next one
-CACHED_MODULES = ("gitrag.sparse",)
+CACHED_MODULES = ("gitrag.index.sparse",)
 
 
 def _libc() -> ctypes.CDLL | None:

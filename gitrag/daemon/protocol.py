@@ -171,9 +171,9 @@ ARGS: dict[str, Arg] = {
     "time": Arg((int, float)),
     "exclude": Arg(list, max_len=256, items=str),
     "files": Arg(bool),
-    "worktree": Arg(bool),  # ask, related: search the work tree too (gitrag.worktree)
+    "worktree": Arg(bool),  # ask, related: search the work tree too (gitrag.query.worktree)
     "offset": Arg(int, 0, 10_000),
-    "rev": Arg(str, max_len=1024),  # ask: a revision (gitrag.revisions)
+    "rev": Arg(str, max_len=1024),  # ask: a revision (gitrag.query.revisions)
     "location": Arg(str, max_len=MAX_PATH_ARG + 16, nonblank=True),  # related: PATH:LINE
 }
 

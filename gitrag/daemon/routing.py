@@ -10,7 +10,7 @@ with its own.
 This is the route of every command while a daemon runs, so it imports the standard
 library, the client and the settings only: the work tree is found by looking for ``.git``
 (:func:`workdir`, pygit2 only when that is not plain), and the response is rebuilt as
-:mod:`gitrag.results` dataclasses; no numpy, store, ranking or git bindings are loaded.
+:mod:`gitrag.query.results` dataclasses; no numpy, store, ranking or git bindings are loaded.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def workdir(repo: str) -> Path | None:
             if dot.is_dir() and (dot / "HEAD").is_file() or dot.is_file():
                 return here
             here = here.parent if here.parent != here else None
-    from gitrag.gitrepo import GitRepo
+    from gitrag.git.repo import GitRepo
 
     return GitRepo(repo).workdir
 
@@ -171,8 +171,8 @@ def response_from_json(data: dict[str, Any]) -> Any:
     """An AskResponse rebuilt from its ``to_json()`` (unknown result fields ignored)."""
     from dataclasses import fields
 
-    from gitrag.file_results import FileHit
-    from gitrag.results import AskResponse, Freshness, Result
+    from gitrag.query.file_results import FileHit
+    from gitrag.query.results import AskResponse, Freshness, Result
 
     names = {f.name for f in fields(Result)}
     results = [Result(**{k: v for k, v in r.items() if k in names}) for r in data.get("results", [])]

@@ -20,7 +20,7 @@ from typing import IO
 
 import structlog
 
-from gitrag import notify
+from gitrag.daemon import notify
 from gitrag.daemon import memory, protocol, spool, watch
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve

@@ -22,10 +22,10 @@ from gitrag import __version__, config, identity
 from gitrag.daemon import catchup, registry
 from gitrag.daemon.warm import Warmer
 from gitrag.daemon.worker import RepoWorker, sync_progress
-from gitrag.embedders import Embedder, create
 from gitrag.errors import ConfigError, GitragError
-from gitrag.gitrepo import GitRepo
-from gitrag.workspace import Workspace, open_workspace
+from gitrag.git.repo import GitRepo
+from gitrag.index.embedders import Embedder, create
+from gitrag.index.workspace import Workspace, open_workspace
 
 log = structlog.get_logger("gitrag.daemon")
 
@@ -177,10 +177,10 @@ class Service:
         ``exclude``: a list of gitignore-style globs; ``files``: true adds the ranked ``files``.
         Raises SettingsMismatch, NotIndexed (saying when the daemon is indexing it now),
         ConfigError for an ``exclude`` that is not a list of non-empty strings."""
-        from gitrag import heal
         from gitrag.errors import NotIndexed, StoreDamaged
-        from gitrag.retrieval import ask
-        from gitrag.store import SearchFilter
+        from gitrag.index import heal
+        from gitrag.index.store import SearchFilter
+        from gitrag.query.retrieval import ask
 
         globs = _globs(exclude)
         if not isinstance(files, bool):
@@ -193,7 +193,7 @@ class Service:
 
         async def answer() -> dict[str, Any]:
             if rev:  # a revision view is a sync: on the worker's thread, after the queued ones
-                from gitrag import revisions
+                from gitrag.query import revisions
 
                 return await worker.serial(lambda: revisions.ask(worker.workspace(root), rev, question, k=k, mode=mode,
                                                                  scope=scope, expand=expand, files=files,
@@ -247,10 +247,10 @@ class Service:
     async def cmd_related(self, repo: str, location: str, k: int = 10, path: str = "", lang: str = "",
                           exclude: Any = None, worktree: Any = True, offset: Any = 0,
                           settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        """``gitrag related``'s JSON (gitrag.related) from the warm store. Raises
+        """``gitrag related``'s JSON (gitrag.query.related) from the warm store. Raises
         SettingsMismatch, NotIndexed, ConfigError for a bad argument."""
-        from gitrag.related import parse_location, related, to_json
-        from gitrag.store import SearchFilter
+        from gitrag.index.store import SearchFilter
+        from gitrag.query.related import parse_location, related, to_json
 
         globs = _globs(exclude)
         where, line = parse_location(location)
@@ -264,7 +264,7 @@ class Service:
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
-        from gitrag.commands.status import collect
+        from gitrag.daemon.status import collect
 
         worker, root = self.worker_for(repo)
         data = await worker.read(lambda: collect(worker.workspace(root), daemon=self.info()))
@@ -276,7 +276,7 @@ class Service:
     async def cmd_index(self, repo: str, rebuild: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
         """Sync the work tree now (after queued syncs); the contract's index JSON. Raises
         SettingsMismatch."""
-        from gitrag.indexer import Indexer
+        from gitrag.index.indexer import Indexer
 
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
@@ -313,8 +313,8 @@ class Service:
         return worker.progress_of(str(repo_.root)) | {"worktree_warmed": self.warmer.warmed.get(str(repo_.root))}
 
     async def cmd_gc(self, repo: str) -> dict[str, Any]:
-        """Garbage-collect the repository's index now (after queued syncs); see gitrag.gc."""
-        from gitrag import gc as index_gc
+        """Garbage-collect the repository's index now (after queued syncs); see gitrag.daemon.gc."""
+        from gitrag.daemon import gc as index_gc
         from gitrag.daemon.gc import worktrees
 
         worker, root = self.worker_for(repo)
@@ -322,7 +322,7 @@ class Service:
         def run() -> dict[str, Any]:
             ws = worker.workspace(root)
             checked_out = {worker.workspace(p).repo.branch() for p in worktrees(ws.repo.common_dir)}
-            return index_gc.collect(ws, checked_out)
+            return index_gc.full_pass(ws, checked_out)
 
         return await worker.serial(run)
 

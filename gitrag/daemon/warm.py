@@ -1,5 +1,5 @@
 """Keep the work-tree overlay of recently asked work trees chunked and embedded ahead of the
-next ask (gitrag.worktree).
+next ask (gitrag.query.worktree).
 
 An agent edits files and asks at once; the first ask after an edit would pay the chunker
 (about 0.1 s a 500-line file) and the embedding of the changed chunks. Every WARM_EVERY_S
@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from gitrag.errors import GitragError
-from gitrag.workspace import Workspace
+from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
 
@@ -59,8 +59,8 @@ class Warmer:
 
 
 def warm(ws: Workspace) -> None:
-    """Build the current branch's overlay once (its files land in gitrag.worktree's cache)."""
-    from gitrag import worktree
+    """Build the current branch's overlay once (its files land in gitrag.query.worktree's cache)."""
+    from gitrag.query import worktree
 
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:

@@ -34,8 +34,8 @@ import structlog
 from gitrag import identity
 from gitrag.daemon import memory
 from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld
-from gitrag.gitrepo import GitRepo
-from gitrag.workspace import Workspace
+from gitrag.git.repo import GitRepo
+from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
 
@@ -281,7 +281,7 @@ class RepoWorker:
         """Sync ``worktree``'s branch to its HEAD, or ``branch`` to its tip (a branch not
         checked out: the sync reads git objects only), on the worker thread; the summary, or
         None on failure or when ``branch`` no longer exists."""
-        from gitrag.indexer import Indexer
+        from gitrag.index.indexer import Indexer
 
         written = 0
         try:
@@ -301,7 +301,7 @@ class RepoWorker:
             # client that sees the index at HEAD also sees the sync counted
             moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
             self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
-            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.history)
+            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.query.history)
         except EmptyRepository:
             return None
         except BranchGone:  # deleted since its hook ran (commit, then `git branch -D` at once)

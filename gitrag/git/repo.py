@@ -1,0 +1,239 @@
+"""Git access: the one module that talks to the object database (pygit2).
+
+Paths are ``str``: UTF-8 decoded with ``backslashreplace``, so a non-UTF-8 file name gets a
+stable, printable, JSON-safe spelling (see :func:`decode_path`). Blobs are read by id from
+the object database, never from the work tree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
+
+from gitrag.errors import EmptyRepository, NotARepository, UnsupportedPath, UnsupportedRepository
+
+ZERO_OID = "0" * 40
+DETACHED = "(detached)"
+
+
+def _utf8(text: str) -> bool:
+    """False for a str holding surrogate escapes (bytes that were not UTF-8: see os.fsdecode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def decode_path(raw: bytes) -> str:
+    """A tree path's bytes as a printable str; invalid UTF-8 becomes ``\\xNN`` escapes."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file in a tree: ``mode`` is git's file mode (0o100644, 0o120000 symlink, ...)."""
+
+    path: str
+    blob: str
+    mode: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path's change between two trees; ``old``/``new`` None when added/deleted."""
+
+    status: str  # added | deleted | modified | renamed | typechange
+    old: Entry | None
+    new: Entry | None
+
+
+_STATUS = {
+    DeltaStatus.ADDED: "added",
+    DeltaStatus.DELETED: "deleted",
+    DeltaStatus.MODIFIED: "modified",
+    DeltaStatus.RENAMED: "renamed",
+    DeltaStatus.COPIED: "added",
+    DeltaStatus.TYPECHANGE: "typechange",
+}
+
+
+class GitRepo:
+    """A repository opened at any path inside its work tree (or its git dir)."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".") -> None:
+        start = Path(path).absolute()
+        if not start.exists():
+            raise NotARepository(f"{start} does not exist")
+        found = pygit2.discover_repository(str(start))
+        if found is None:
+            raise NotARepository(f"{start} is not inside a git repository; run gitrag in one, or pass --repo PATH")
+        self.repo = _open(found)
+        self.git_dir = Path(self.repo.path).resolve()
+        self.common_dir = self._common_dir()
+        self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
+        for where in (self.workdir, self.common_dir):
+            if where is not None and not _utf8(str(where)):
+                raise UnsupportedPath(
+                    f"the repository's path {decode_path(os.fsencode(where))} is not valid UTF-8, and gitrag "
+                    "names its index and talks to its daemon by that path: rename the folder (or a parent)")
+
+    def _common_dir(self) -> Path:
+        marker = self.git_dir / "commondir"
+        if marker.is_file():
+            return (self.git_dir / marker.read_text().strip()).resolve()
+        return self.git_dir
+
+    @property
+    def root(self) -> Path:
+        """The work tree root (the git dir for a bare repository)."""
+        return self.workdir or self.git_dir
+
+    # -- HEAD ---------------------------------------------------------------
+    def branch(self) -> str:
+        """The current branch name, or ``(detached)`` on a detached HEAD."""
+        if self.repo.head_is_detached:
+            return DETACHED
+        ref = self.repo.lookup_reference("HEAD").target
+        name = ref if isinstance(ref, str) else str(ref)
+        return name.removeprefix("refs/heads/")
+
+    def head(self) -> str | None:
+        """HEAD's commit id, or None on an unborn branch."""
+        if self.repo.head_is_unborn:
+            return None
+        return str(self.repo.head.target)
+
+    def require_head(self) -> str:
+        head = self.head()
+        if head is None:
+            raise EmptyRepository(f"branch {self.branch()!r} has no commit yet; commit something, then index")
+        return head
+
+    def branch_tip(self, name: str) -> str | None:
+        """The commit id at the tip of local branch ``name`` (``refs/heads/<name>``), read
+        from the refs whatever is checked out; None when there is no such branch (deleted,
+        never created, or not a valid ref name)."""
+        try:
+            ref = self.repo.references.get(f"refs/heads/{name}")
+            return str(ref.peel(pygit2.Commit).id) if ref is not None else None
+        except (ValueError, KeyError, pygit2.GitError):
+            return None
+
+    def has_commit(self, oid: str | None) -> bool:
+        if not oid or oid == ZERO_OID:
+            return False
+        try:
+            obj = self.repo.get(oid)
+        except (ValueError, KeyError):
+            return False
+        return isinstance(obj, pygit2.Commit)
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        try:
+            base = self.repo.merge_base(a, b)
+        except (ValueError, KeyError, pygit2.GitError):
+            return None
+        return str(base) if base else None
+
+    def distance(self, a: str, b: str) -> int:
+        """Commits on either side between ``a`` and ``b`` (ahead + behind)."""
+        ahead, behind = self.repo.ahead_behind(a, b)
+        return ahead + behind
+
+    def branches(self) -> list[str]:
+        return list(self.repo.branches.local)
+
+    # -- trees and blobs ------------------------------------------------------
+    def _tree(self, commit: str) -> pygit2.Tree:
+        return self.repo[commit].peel(pygit2.Tree)
+
+    def files(self, commit: str) -> Iterator[Entry]:
+        """Every non-tree entry of the commit's tree, depth first, with an explicit stack."""
+        stack: list[tuple[str, pygit2.Tree]] = [("", self._tree(commit))]
+        while stack:
+            prefix, tree = stack.pop()
+            for obj in tree:
+                path = prefix + decode_path(obj.raw_name)
+                if obj.filemode == FileMode.TREE:
+                    stack.append((path + "/", self.repo[obj.id]))
+                else:
+                    yield Entry(path, str(obj.id), int(obj.filemode))
+
+    def diff(self, old_commit: str, new_commit: str) -> list[Change]:
+        """Tree changes from ``old_commit`` to ``new_commit`` with rename detection."""
+        diff = self.repo.diff(self._tree(old_commit), self._tree(new_commit))
+        diff.find_similar(flags=DiffFind.FIND_RENAMES)
+        changes = []
+        for delta in diff.deltas:
+            status = _STATUS.get(delta.status)
+            if status is None:
+                continue
+            old = _entry(delta.old_file) if status not in ("added",) else None
+            new = _entry(delta.new_file) if status != "deleted" else None
+            changes.append(Change(status, old, new))
+        return changes
+
+    def read_blob(self, blob: str) -> bytes:
+        return self.repo[blob].data
+
+    def blob_size(self, blob: str) -> int:
+        """The blob's size in bytes, from the object header (the content is not inflated)."""
+        return int(self.repo.odb.read_header(blob)[1])
+
+    def attribute(self, commit: str, path: str, name: str) -> bool | str | None:
+        """A ``.gitattributes`` value for ``path`` as of ``commit`` (not the work tree)."""
+        flags = AttrCheck.INDEX_ONLY | AttrCheck.INCLUDE_COMMIT | AttrCheck.NO_SYSTEM
+        try:
+            return self.repo.get_attr(path, name, flags=flags, commit=commit)
+        except (pygit2.GitError, ValueError):
+            return None
+
+    def worktree_changes(self) -> int:
+        """Tracked files that differ between HEAD and the work tree or index, plus untracked
+        ones not ignored (each file of an untracked folder counts, as gitrag.query.worktree counts them)."""
+        if self.workdir is None:
+            return 0
+        try:
+            status = self.repo.status(untracked_files="all")
+        except pygit2.GitError:
+            return 0
+        return sum(1 for flags in status.values() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED)
+
+
+def _open(git_dir: str) -> pygit2.Repository:
+    """The pygit2 repository at ``git_dir``; UnsupportedRepository when libgit2 cannot read
+    its format (``git init --object-format=sha256`` needs a libgit2 built with sha256)."""
+    try:
+        return pygit2.Repository(git_dir)
+    except pygit2.GitError as exc:
+        text = str(exc)
+        if "object format" in text or "extension" in text:
+            fmt = _object_format(git_dir)
+            what = f"a {fmt} repository" if fmt else "a repository of a format this git library cannot read"
+            raise UnsupportedRepository(
+                f"{git_dir.rstrip('/')} is {what} ({text}): not supported by gitrag "
+                f"(its libgit2 {pygit2.LIBGIT2_VERSION} reads sha1 repositories only)") from None
+        raise
+
+
+def _object_format(git_dir: str) -> str | None:
+    """``extensions.objectformat`` of the repository's config file, read as text."""
+    try:
+        text = Path(git_dir, "config").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.strip().partition("=")
+        if key.strip().lower() == "objectformat":
+            return value.strip().lower() or None
+    return None
+
+
+def _entry(f: pygit2.DiffFile) -> Entry:
+    return Entry(decode_path(f.raw_path), str(f.id), int(f.mode))

@@ -1,0 +1,504 @@
+"""The vector cache shared by every repository of one user: ``<data root>/cache.db``.
+
+Format 2 (this module). Two rowid tables, each row small enough to live in its B-tree page
+(a rowid table keeps up to 4,061 bytes of a row in a 4 KB page; the format-1 ``WITHOUT
+ROWID`` rows of 1 KB float32 vectors passed the 1,002-byte limit of such a table, so each
+had a 4 KB overflow page of its own):
+
+- ``vectors``: (key, fingerprint id) -> float16 dense vector, with ``digest``. ``key`` is
+  the chunk SHA-256 as 32 raw bytes, or the UTF-8 text of another key (``path:<sha>``).
+  A 256-dim vector is 512 bytes: the bundled static model's weights are float16 already,
+  and the loss on retrieval is measured in BENCHMARKS.md ("Vector cache format").
+- ``sparse``: (key, sparse-term version) -> indices (uint32) and values (float32), packed,
+  with ``digest``.
+- ``fingerprints``: embedder fingerprint <-> a small integer (the rows name the integer).
+- ``meta``: ``format`` = ``2``.
+
+Every row carries ``digest`` = BLAKE2b-64 of its key (the chunk SHA-256 text), its
+embedder fingerprint (or sparse version) and its bytes. A read checks it: a row that fails
+(a flipped byte, a truncated blob, the vector of another chunk) is not returned, is
+deleted, and is counted in :attr:`VectorCache.dropped`; its chunk is then a cache miss, so
+the caller embeds it again. A file SQLite cannot read at all ("database disk image is
+malformed") is moved aside (``cache.db.damaged-<time>``, then deleted) and an empty cache
+takes its place: everything in it is derived, so nothing is lost but embedding time.
+
+A format-1 cache (no ``meta``; ``vectors(hash, fingerprint, vec float32)``) is converted
+on open, in one transaction, every vector kept (rounded to float16), so an upgrade embeds
+nothing again.
+
+WAL mode and a 30 s busy timeout, so several processes (daemon, CLI) read and write it at
+once; writes are upserts of deterministic values, so concurrent writers never conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from gitrag.errors import StateError
+from gitrag.index.store.base import SparseVec
+
+log = structlog.get_logger("gitrag.index.vector_cache")
+
+FORMAT = "2"
+DTYPE = np.float16  # how dense vectors are kept
+_PART = 500  # keys per SELECT ... IN (...)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fingerprints(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS vectors(
+    id INTEGER PRIMARY KEY, key BLOB NOT NULL, fp INTEGER NOT NULL, digest BLOB NOT NULL, vec BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS vectors_by_key ON vectors(key, fp);
+CREATE TABLE IF NOT EXISTS sparse(
+    id INTEGER PRIMARY KEY, key BLOB NOT NULL, version TEXT NOT NULL, digest BLOB NOT NULL, data BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS sparse_by_key ON sparse(key, version);
+"""
+
+_MALFORMED = ("malformed", "not a database", "file is encrypted", "corrupt")
+
+
+def stored_form(vector: np.ndarray) -> np.ndarray:
+    """float32 (dim,): ``vector`` as the cache gives it back (rounded to float16). The
+    indexer uses this form for what it has just embedded too, so a point's vector is the
+    same whether its chunk was embedded now or read from the cache."""
+    return np.asarray(vector, dtype=np.float32).astype(DTYPE).astype(np.float32)
+
+
+def digest(key: str, context: str, data: bytes) -> bytes:
+    """8 bytes: BLAKE2b of the chunk key, the fingerprint (or sparse version) and the bytes."""
+    h = hashlib.blake2b(digest_size=8, person=b"gitrag-cache2")
+    h.update(key.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")
+    h.update(context.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")
+    h.update(data)
+    return h.digest()
+
+
+def encode_key(key: str) -> bytes:
+    """A chunk SHA-256 (64 lowercase hex) as its 32 bytes; any other key as UTF-8."""
+    if len(key) == 64:
+        try:
+            raw = bytes.fromhex(key)
+        except ValueError:
+            raw = b""
+        if raw and raw.hex() == key:
+            return raw
+    return key.encode("utf-8", "surrogatepass")
+
+
+def decode_key(raw: bytes) -> str:
+    return raw.hex() if len(raw) == 32 else bytes(raw).decode("utf-8", "surrogatepass")
+
+
+def pack_sparse(vec: SparseVec) -> bytes:
+    n = len(vec.indices)
+    return (np.uint32(n).tobytes() + np.asarray(vec.indices, dtype=np.uint32).tobytes()
+            + np.asarray(vec.values, dtype=np.float32).tobytes())
+
+
+def unpack_sparse(data: bytes) -> SparseVec:
+    """Raises ValueError when ``data`` is not a packed sparse vector (its digest passed, so
+    only a bug gets here)."""
+    n = int(np.frombuffer(data[:4], dtype=np.uint32)[0])
+    if len(data) != 4 + 8 * n:
+        raise ValueError("packed sparse vector of the wrong length")
+    idx = np.frombuffer(data[4 : 4 + 4 * n], dtype=np.uint32)
+    vals = np.frombuffer(data[4 + 4 * n :], dtype=np.float32)
+    return SparseVec([int(i) for i in idx], [float(v) for v in vals])
+
+
+def is_malformed(exc: BaseException) -> bool:
+    """True for SQLite's "the file is damaged" errors (not busy, locked, full or read-only)."""
+    return isinstance(exc, sqlite3.DatabaseError) and any(s in str(exc).lower() for s in _MALFORMED)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=30000")
+    return db
+
+
+@contextmanager
+def _disk_errors(path: Path) -> Iterator[None]:
+    from gitrag.index.state import _disk_errors as state_disk_errors
+
+    with state_disk_errors(path):
+        yield
+
+
+def _cannot_open(path: Path, exc: sqlite3.DatabaseError) -> str:
+    from gitrag.index.state import _cannot_open as state_cannot_open
+
+    return state_cannot_open(path, exc, "move it away (vectors are embedded again)")
+
+
+class VectorCache:
+    """The vector cache shared by every repository of one user (see the module doc).
+
+    ``dropped``: rows that failed their digest since open (deleted, re-embedded by the
+    caller); ``moved_aside``: where a damaged file was moved (None if none was)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.dropped = 0
+        self.moved_aside: Path | None = None
+        self._fps: dict[str, int] = {}
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_malformed(exc):
+                raise StateError(_cannot_open(self.path, exc)) from None
+            self._move_aside(exc)
+            try:
+                self._open()
+            except sqlite3.DatabaseError as again:
+                raise StateError(_cannot_open(self.path, again)) from None
+
+    # -- opening, migrating, healing -----------------------------------------------------
+    def _open(self) -> None:
+        with _disk_errors(self.path):
+            self.db = _connect(self.path)
+            try:
+                self._migrate()
+            except BaseException:
+                self.db.close()
+                raise
+
+    def _migrate(self) -> None:
+        """Create the tables, or convert a format-1 cache (see the module doc)."""
+        db = self.db
+        row = _meta_format(db)
+        if row == FORMAT:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = _meta_format(db)  # another process may have done it while we waited
+            if row is None:
+                old = [r[1] for r in db.execute("PRAGMA table_info(vectors)")]
+                if old == ["hash", "fingerprint", "vec"]:
+                    db.execute("ALTER TABLE vectors RENAME TO vectors_format1")
+                    db.execute("ALTER TABLE sparse RENAME TO sparse_format1")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                if old == ["hash", "fingerprint", "vec"]:
+                    converted = self._convert_format1(db)
+                    log.info("vector cache converted to format 2", path=str(self.path), **converted)
+                db.execute("INSERT OR REPLACE INTO meta VALUES('format', ?)", (FORMAT,))
+            elif row != FORMAT:
+                raise StateError(f"{self.path} is a vector cache of format {row} (this gitrag reads {FORMAT}): "
+                                 f"move it away (vectors are embedded again) or use the gitrag that wrote it")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        if row is None:
+            try:  # the old tables' pages go back to the file system (best effort: others may read)
+                db.execute("VACUUM")
+            except sqlite3.DatabaseError:
+                pass
+
+    def _convert_format1(self, db: sqlite3.Connection) -> dict[str, int]:
+        """Copy every format-1 row into the format-2 tables, then drop the old tables.
+        A row whose bytes cannot be a float32 vector is left out (counted)."""
+        kept = bad = 0
+        fps: dict[str, int] = {}
+        cur = db.execute("SELECT hash, fingerprint, vec FROM vectors_format1")
+        while rows := cur.fetchmany(2000):
+            out = []
+            for key, fingerprint, vec in rows:
+                if not isinstance(vec, bytes) or len(vec) % 4 or not vec:
+                    bad += 1
+                    continue
+                fp = fps.get(fingerprint)
+                if fp is None:
+                    fp = fps[fingerprint] = _fingerprint_id(db, fingerprint)
+                data = np.frombuffer(vec, dtype=np.float32).astype(DTYPE).tobytes()
+                out.append((encode_key(key), fp, digest(key, fingerprint, data), data))
+            db.executemany("INSERT OR IGNORE INTO vectors(key, fp, digest, vec) VALUES(?,?,?,?)", out)
+            kept += len(out)
+        sparse_kept = 0
+        cur = db.execute("SELECT hash, data FROM sparse_format1")
+        while rows := cur.fetchmany(2000):
+            out = []
+            for versioned, text in rows:
+                version, _, key = str(versioned).partition(":")
+                try:
+                    idx, vals = json.loads(text)
+                    data = pack_sparse(SparseVec(list(idx), list(vals)))
+                except (ValueError, TypeError):
+                    bad += 1
+                    continue
+                out.append((encode_key(key), version, digest(key, version, data), data))
+            db.executemany("INSERT OR IGNORE INTO sparse(key, version, digest, data) VALUES(?,?,?,?)", out)
+            sparse_kept += len(out)
+        db.execute("DROP TABLE vectors_format1")
+        db.execute("DROP TABLE sparse_format1")
+        return {"vectors": kept, "sparse": sparse_kept, "unreadable": bad}
+
+    def _move_aside(self, exc: BaseException) -> None:
+        """Move a file SQLite calls damaged (and its WAL) to ``cache.db.damaged-<time>``."""
+        aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        try:
+            for suffix in ("-wal", ""):
+                src = Path(f"{self.path}{suffix}")
+                if src.exists():
+                    src.replace(f"{aside}{suffix}")
+            Path(f"{self.path}-shm").unlink(missing_ok=True)
+        except OSError as err:
+            raise StateError(f"cannot open {self.path}: {exc}, and it cannot be moved aside ({err}); "
+                             "move it away (vectors are embedded again)") from None
+        self.moved_aside = aside
+        log.warning("vector cache damaged: moved aside and deleted, starting an empty one (chunks are embedded "
+                    "again)", path=str(self.path), error=str(exc))
+        for suffix in ("-wal", ""):  # derived data only; other processes still holding it keep their inode
+            Path(f"{aside}{suffix}").unlink(missing_ok=True)
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read that finds the file damaged: moved aside, an empty cache in its place
+        (the read returns nothing: the caller embeds again)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not is_malformed(exc):
+                raise
+            self._heal_file(exc)
+
+    def _heal_file(self, exc: BaseException) -> None:
+        self.db.close()
+        self._fps.clear()
+        self._move_aside(exc)
+        self._open()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with _disk_errors(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+
+    def _fp(self, fingerprint: str, create: bool = False) -> int | None:
+        fp = self._fps.get(fingerprint)
+        if fp is None:
+            row = self.db.execute("SELECT id FROM fingerprints WHERE name=?", (fingerprint,)).fetchone()
+            if row is None and create:
+                with self.transaction() as db:
+                    fp = _fingerprint_id(db, fingerprint)
+            elif row is not None:
+                fp = int(row[0])
+            if fp is not None:
+                self._fps[fingerprint] = fp
+        return fp
+
+    # -- dense vectors ---------------------------------------------------------------------
+    def get_vectors(self, hashes: Iterable[str], fingerprint: str) -> dict[str, np.ndarray]:
+        """{key: float32 (dim,) vector} of the ``hashes`` cached for ``fingerprint`` whose
+        digest holds; a row that fails is deleted and counted (:attr:`dropped`), a miss."""
+        out: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        if not unique:
+            return out
+        bad: list[int] = []
+        with self._reading():
+            fp = self._fp(fingerprint)
+            if fp is None:
+                return out
+            for i in range(0, len(unique), _PART):
+                part = [encode_key(h) for h in unique[i : i + _PART]]
+                rows = self.db.execute(
+                    f"SELECT id, key, digest, vec FROM vectors WHERE fp=? AND key IN ({','.join('?' * len(part))})",
+                    (fp, *part))
+                for rid, raw, dig, vec in rows:
+                    key = decode_key(raw)
+                    if (not isinstance(vec, bytes) or not vec or len(vec) % 2
+                            or digest(key, fingerprint, vec) != dig):
+                        bad.append(rid)
+                        continue
+                    out[key] = np.frombuffer(vec, dtype=DTYPE).astype(np.float32)
+        if bad:
+            self._drop("vectors", bad)
+        return out
+
+    def put_vectors(self, items: dict[str, np.ndarray], fingerprint: str) -> None:
+        """Cache ``items`` ({key: vector}) for ``fingerprint``, as float16 with digests."""
+        if not items:
+            return
+        fp = self._fp(fingerprint, create=True)
+        rows = []
+        for h in sorted(items):  # in key order: fewer B-tree page splits
+            data = np.asarray(items[h], dtype=np.float32).astype(DTYPE).tobytes()
+            rows.append((encode_key(h), fp, digest(h, fingerprint, data), data))
+        with self.transaction() as db:
+            db.executemany("INSERT INTO vectors(key, fp, digest, vec) VALUES(?,?,?,?) ON CONFLICT(key, fp) "
+                           "DO UPDATE SET digest=excluded.digest, vec=excluded.vec", rows)
+
+    # -- sparse vectors --------------------------------------------------------------------
+    def get_sparse(self, hashes: Iterable[str], version: str) -> dict[str, SparseVec]:
+        """Cached sparse vectors of chunk hashes made by sparse-term ``version`` (checked
+        like :meth:`get_vectors`)."""
+        out: dict[str, SparseVec] = {}
+        unique = list(dict.fromkeys(hashes))
+        bad: list[int] = []
+        with self._reading():
+            for i in range(0, len(unique), _PART):
+                part = [encode_key(h) for h in unique[i : i + _PART]]
+                rows = self.db.execute(
+                    f"SELECT id, key, digest, data FROM sparse WHERE version=? AND key IN ({','.join('?' * len(part))})",
+                    (version, *part))
+                for rid, raw, dig, data in rows:
+                    key = decode_key(raw)
+                    if not isinstance(data, bytes) or digest(key, version, data) != dig:
+                        bad.append(rid)
+                        continue
+                    try:
+                        out[key] = unpack_sparse(data)
+                    except (ValueError, IndexError):
+                        bad.append(rid)
+        if bad:
+            self._drop("sparse", bad)
+        return out
+
+    def put_sparse(self, items: dict[str, SparseVec], version: str) -> None:
+        if not items:
+            return
+        rows = []
+        for h in sorted(items):
+            data = pack_sparse(items[h])
+            rows.append((encode_key(h), version, digest(h, version, data), data))
+        with self.transaction() as db:
+            db.executemany("INSERT INTO sparse(key, version, digest, data) VALUES(?,?,?,?) ON CONFLICT(key, version) "
+                           "DO UPDATE SET digest=excluded.digest, data=excluded.data", rows)
+
+    def _drop(self, table: str, ids: list[int]) -> None:
+        self.dropped += len(ids)
+        log.warning("vector cache rows failed their digest: dropped, embedded again", path=str(self.path),
+                    table=table, rows=len(ids))
+        try:
+            with self.transaction() as db:
+                db.executemany(f"DELETE FROM {table} WHERE id=?", [(i,) for i in ids])
+        except (sqlite3.DatabaseError, StateError):  # read-only or busy: they are skipped on every read anyway
+            pass
+
+    # -- whole-cache operations ------------------------------------------------------------
+    def verify(self) -> dict[str, int]:
+        """Read every row and check its digest (``gitrag doctor --deep``); failing rows are
+        dropped. Returns {"vectors", "sparse": rows read, "bad": rows that failed,
+        "damaged": 1 when SQLite found the file itself damaged (moved aside)}."""
+        names = {r[0]: r[1] for r in self.db.execute("SELECT id, name FROM fingerprints")}
+        counts = {"vectors": 0, "sparse": 0, "bad": 0, "damaged": 0}
+        bad_v: list[int] = []
+        bad_s: list[int] = []
+        try:
+            check = self.db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({check[0] if check else '?'})")
+            for rid, raw, fp, dig, vec in self.db.execute("SELECT id, key, fp, digest, vec FROM vectors"):
+                counts["vectors"] += 1
+                name = names.get(fp)
+                if (name is None or not isinstance(vec, bytes) or len(vec) % 2
+                        or digest(decode_key(raw), name, vec) != dig):
+                    bad_v.append(rid)
+            for rid, raw, version, dig, data in self.db.execute("SELECT id, key, version, digest, data FROM sparse"):
+                counts["sparse"] += 1
+                if not isinstance(data, bytes) or digest(decode_key(raw), version, data) != dig:
+                    bad_s.append(rid)
+        except sqlite3.DatabaseError as exc:
+            if not is_malformed(exc):
+                raise
+            counts["damaged"] = 1
+            self._heal_file(exc)
+            return counts
+        if bad_v:
+            self._drop("vectors", bad_v)
+        if bad_s:
+            self._drop("sparse", bad_s)
+        counts["bad"] = len(bad_v) + len(bad_s)
+        return counts
+
+    def import_from(self, other: Path) -> int:
+        """Copy every vector and sparse vector of a format-1 ``state.db`` (same tables as a
+        format-1 cache) that this cache lacks; returns the vectors copied."""
+        src = sqlite3.connect(f"file:{other}?mode=ro", uri=True, timeout=30)
+        try:
+            vecs = {}
+            by_fp: dict[str, dict[str, np.ndarray]] = {}
+            for key, fingerprint, vec in src.execute("SELECT hash, fingerprint, vec FROM vectors"):
+                if isinstance(vec, bytes) and vec and len(vec) % 4 == 0:
+                    by_fp.setdefault(fingerprint, {})[key] = np.frombuffer(vec, dtype=np.float32)
+            sparse: dict[str, dict[str, SparseVec]] = {}
+            for versioned, text in src.execute("SELECT hash, data FROM sparse"):
+                version, _, key = str(versioned).partition(":")
+                try:
+                    idx, vals = json.loads(text)
+                except (ValueError, TypeError):
+                    continue
+                sparse.setdefault(version, {})[key] = SparseVec(list(idx), list(vals))
+        finally:
+            src.close()
+        n = 0
+        for fingerprint, vecs in by_fp.items():
+            have = self.get_vectors(vecs, fingerprint)
+            new = {k: v for k, v in vecs.items() if k not in have}
+            self.put_vectors(new, fingerprint)
+            n += len(new)
+        for version, items in sparse.items():
+            have_s = self.get_sparse(items, version)
+            self.put_sparse({k: v for k, v in items.items() if k not in have_s}, version)
+        return n
+
+    def gc(self, live_hashes: Iterable[str], sparse_version: str | None = None) -> tuple[int, int]:
+        """Delete chunk vectors and sparse vectors whose hash is not in ``live_hashes`` (and
+        sparse vectors of another ``sparse_version``); path vectors stay. (vectors, sparse) deleted."""
+        with self.transaction() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS live(key BLOB PRIMARY KEY) WITHOUT ROWID")
+            db.execute("DELETE FROM live")
+            db.executemany("INSERT OR IGNORE INTO live VALUES(?)", ((encode_key(h),) for h in live_hashes))
+            # chunk keys are 32 bytes; ``path:<sha>`` keys are longer and stay
+            v = db.execute("DELETE FROM vectors WHERE length(key) = 32 AND key NOT IN (SELECT key FROM live)").rowcount
+            s = db.execute("DELETE FROM sparse WHERE key NOT IN (SELECT key FROM live)").rowcount
+            if sparse_version is not None:
+                s += db.execute("DELETE FROM sparse WHERE version != ?", (sparse_version,)).rowcount
+            db.execute("DELETE FROM live")
+        if v or s:
+            self.db.execute("VACUUM")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return v, s
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*")
+                   if p.is_file() and ".damaged-" not in p.name)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _meta_format(db: sqlite3.Connection) -> str | None:
+    if db.execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()[0] == 0:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _fingerprint_id(db: sqlite3.Connection, fingerprint: str) -> int:
+    db.execute("INSERT OR IGNORE INTO fingerprints(name) VALUES(?)", (fingerprint,))
+    return int(db.execute("SELECT id FROM fingerprints WHERE name=?", (fingerprint,)).fetchone()[0])

@@ -1,0 +1,263 @@
+"""Branch views over one shared collection: the store writes that follow a state change.
+
+All branches of a repository indexed with one embedder share one collection. A point is a
+chunk occurrence (pipeline, path, blob, byte range, chunk hash), held by the materialized
+branches whose manifest has it. Membership is written relative to each branch's *root*
+(the branch it started from), so a new branch costs only its difference (:class:`Encoder`):
+
+    branches = the holders whose root is not a holder (roots name themselves)
+    hidden   = the branches whose root holds the point but which do not
+
+and a branch sees ``branches ∋ tag or (branches ∋ root and hidden ∌ tag)``
+(:class:`gitrag.index.store.BranchView`). A change of the state (a sync's manifest update, a
+new branch, a dropped or idle branch) is applied in four steps:
+
+    plan: the points of the touched paths, their holders and the branches, now and after
+          the change (State.plan, a rolled-back trial) -> upserts (points new to the
+          store), deletes (points no branch holds any more), payload updates (membership)
+    journal the touched paths (committed)  ->  write the store, flush  ->  commit the change
+
+A crash between the journal and the commit leaves the journal; :func:`repair` (run first
+by every sync) deletes the journaled paths' points and upserts them again from the state
+and the vector cache, so the collection always converges to the state.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import structlog
+
+from gitrag.index import sparse
+from gitrag.index.integrity import with_digest
+from gitrag.index.state import Member, PointRow, Snapshot, branch_tag
+from gitrag.index.store import PointRecord
+from gitrag.index.store._common import BRANCHES, HIDDEN
+from gitrag.index.vectors import combine, path_vectors
+from gitrag.index.workspace import Workspace
+
+log = structlog.get_logger("gitrag.index.views")
+
+UPSERT_BATCH = 256
+Change = Callable[[sqlite3.Connection], None]
+
+
+Membership = tuple[tuple[str, ...], tuple[str, ...]]  # (branches tags, hidden tags)
+
+
+class Encoder:
+    """The membership payloads (``branches``, ``hidden``) of points held by given branches, in
+    one snapshot of the branches (see the module doc); memoised per set of holders."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.branches = snap.branches
+        self.dependents: dict[str, list[str]] = {}
+        for b, br in snap.branches.items():
+            if br.materialized and br.root is not None:
+                self.dependents.setdefault(br.root, []).append(b)
+        self._memo: dict[frozenset[str], Membership] = {}
+
+    def __call__(self, holders: frozenset[str]) -> Membership:
+        got = self._memo.get(holders)
+        if got is None:
+            explicit = [b for b in holders if self.branches[b].root is None or self.branches[b].root not in holders]
+            hidden = [d for r in holders for d in self.dependents.get(r, ()) if d not in holders]
+            got = (tuple(sorted(branch_tag(b) for b in explicit)), tuple(sorted(branch_tag(b) for b in hidden)))
+            self._memo[holders] = got
+        return got
+
+
+def expected(ws: Workspace, fingerprint: str) -> dict[str, Membership]:
+    """{point id: (branches, hidden)} the collection of ``fingerprint`` must hold now."""
+    snap = ws.state.snapshot(fingerprint)
+    enc = Encoder(snap)
+    return {pid: enc(m.branches) for pid, m in snap.members.items()}
+
+
+@dataclass
+class Writes:
+    """What one change wrote to the store."""
+
+    upserted: int = 0
+    deleted: int = 0
+    payloads: int = 0  # points whose membership changed (set_payload)
+    missing: set[str] = field(default_factory=set)  # paths whose vectors are not in the cache
+    path_failed: set[str] = field(default_factory=set)  # paths whose path text failed to embed
+    paths_embedded: int = 0  # path texts embedded now
+    hashes: list[str] = field(default_factory=list)  # chunk hashes of the points upserted
+
+
+def transition(
+    ws: Workspace,
+    journal_branch: str,
+    fingerprint: str,
+    collection: str,
+    paths: Iterable[str] | None,
+    change: Change,
+    commit: Callable[[Writes], None] | None = None,
+    force: Iterable[str] = (),
+    vectors: dict[str, np.ndarray] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    batch: int = UPSERT_BATCH,
+    sparse_vectors: dict[str, Any] | None = None,
+    optimize: bool = True,
+) -> Writes:
+    """Apply ``change`` to the state and the collection together (see the module doc).
+
+    ``paths``: every path whose points the change may touch (None: all paths). ``commit``
+    commits the change once the store is written, given what was written, and must clear
+    ``journal_branch``'s journal (default: ``change`` in one transaction that clears the
+    journal rows written here). ``force``: paths whose points are upserted even if the
+    state says the store has them (after a repair). ``vectors``, ``sparse_vectors``: chunk
+    vectors and sparse vectors at hand, by chunk hash (else read from the cache).
+    ``batch``: points per upsert call. ``optimize``: run the store's optimizer after the
+    flush (a sync's batches pass False but the last: it runs once per sync)."""
+    state = ws.state
+    snap_before, snap_after = state.plan(fingerprint, paths, change)
+    before, after = snap_before.members, snap_after.members
+    enc_before, enc_after = Encoder(snap_before), Encoder(snap_after)
+    forced = set(force)
+    deletes = [pid for pid in before if pid not in after]
+    upserts = [(m, enc_after(m.branches)) for pid, m in after.items() if pid not in before or m.row.path in forced]
+    moved: dict[Membership, list[str]] = {}
+    for pid, m in after.items():
+        if pid in before and m.row.path not in forced:
+            now = enc_after(m.branches)
+            if enc_before(before[pid].branches) != now:
+                moved.setdefault(now, []).append(pid)
+    writes = Writes()
+    touched = {m.row.path for m in before.values()} | {m.row.path for m in after.values()} | forced
+    if paths is not None:
+        touched |= set(paths)
+    if deletes or upserts or moved:
+        state.write_journal(journal_branch, sorted(touched))
+        writes.missing, writes.paths_embedded = _upsert(ws, fingerprint, collection, upserts, vectors,
+                                                        writes.path_failed, progress, batch, sparse_vectors)
+        writes.hashes = [m.row.chunk_hash for m, _ in upserts if m.row.path not in writes.missing]
+        writes.upserted = len(writes.hashes)
+        if deletes:
+            ws.store.delete(collection, deletes)
+        for (tags, hidden), ids in moved.items():
+            ws.store.set_payload_of(collection, ids, {BRANCHES: list(tags), HIDDEN: list(hidden)})
+        ws.store.flush(collection)
+        if optimize:
+            ws.store.optimize(collection)
+        writes.deleted, writes.payloads = len(deletes), sum(len(ids) for ids in moved.values())
+    if commit is not None:
+        commit(writes)
+        return writes
+    done = sorted(touched - writes.missing)
+
+    def apply(db: sqlite3.Connection) -> None:
+        db.executemany("DELETE FROM journal WHERE branch=? AND path=?", [(journal_branch, p) for p in done])
+        change(db)
+
+    state.apply(apply)
+    return writes
+
+
+def upsert_members(
+    ws: Workspace,
+    fingerprint: str,
+    collection: str,
+    members: list[tuple[Member, Membership]],
+    vectors: dict[str, np.ndarray] | None = None,
+    path_failed: set[str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> set[str]:
+    """Upsert these points from the vector cache; returns the paths whose vectors are missing
+    (none of their points is written: the caller journals them for a re-index)."""
+    return _upsert(ws, fingerprint, collection, members, vectors, path_failed, progress, UPSERT_BATCH)[0]
+
+
+def _upsert(
+    ws: Workspace,
+    fingerprint: str,
+    collection: str,
+    members: list[tuple[Member, Membership]],
+    vectors: dict[str, np.ndarray] | None,
+    path_failed: set[str] | None,
+    progress: Callable[[str, int, int], None] | None,
+    batch: int,
+    sparse_given: dict[str, Any] | None = None,
+) -> tuple[set[str], int]:
+    """(paths whose vectors are missing, path texts embedded now); see :func:`upsert_members`."""
+    if not members:
+        return set(), 0
+    hashes = [m.row.chunk_hash for m, _ in members]
+    dense = dict(vectors or {})
+    need = [h for h in hashes if h not in dense]
+    if need:
+        dense.update(ws.state.get_vectors(need, fingerprint))
+    sparse_vecs = dict(sparse_given or {})
+    need = [h for h in hashes if h not in sparse_vecs]
+    if need:
+        sparse_vecs.update(ws.state.get_sparse(need, sparse.VERSION))
+    missing = {m.row.path for m, _ in members if m.row.chunk_hash not in dense or m.row.chunk_hash not in sparse_vecs}
+    kept = [(m, enc) for m, enc in members if m.row.path not in missing]
+    paths, embedded = path_vectors(ws.state, ws.embedder, fingerprint, (m.row.path for m, _ in kept), path_failed)
+    batch = max(1, batch)
+    for i in range(0, len(kept), batch):
+        part = kept[i : i + batch]
+        ws.store.upsert(collection, [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part])
+        if progress is not None:
+            progress("store", min(i + batch, len(kept)), len(kept))
+    return missing, embedded
+
+
+def record(
+    row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray],
+    membership: Membership,
+) -> PointRecord:
+    """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership,
+    and the signature of its vectors and the payload's digest (gitrag.index.integrity)."""
+    vector = combine(dense[row.chunk_hash], paths[row.path])
+    terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
+    checked = with_digest(row.point_id, row.payload, vector, terms)
+    return PointRecord(row.point_id, vector, terms, {**checked, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])})
+
+
+def repair(ws: Workspace) -> dict[str, list[str]]:
+    """Undo crashed store writes of any branch: every journaled path's points are deleted and
+    upserted again from the state, in every collection of the repository. Returns the
+    journal ({branch: paths}); the rows stay until their branch's next sync commits."""
+    journal = ws.state.journal()
+    if not journal:
+        return {}
+    paths = sorted({p for ps in journal.values() for p in ps})
+    log.warning("repairing after an interrupted sync", branches=sorted(journal), paths=len(paths))
+    collections = {b.fingerprint: b.collection for b in ws.state.branches()}
+    for fingerprint, collection in sorted(collections.items()):
+        if not ws.store.has_collection(collection):
+            continue  # rebuilt whole when a branch of it is next synced
+        for path in paths:
+            ws.store.delete_path(collection, path)
+        snap = ws.state.snapshot(fingerprint, paths)
+        enc = Encoder(snap)
+        members = snap.members
+        missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in members.values()])
+        ws.store.flush(collection)
+        ws.store.optimize(collection)
+        for branch in {b for m in members.values() if m.row.path in missing for b in m.branches}:
+            ws.state.write_journal(branch, sorted(missing))  # re-indexed by that branch's sync
+    ws.state.clear_journal_of_gone_branches()
+    return journal
+
+
+def rebuild(ws: Workspace, fingerprint: str, collection: str, dim: int, journal_branch: str) -> set[str]:
+    """Create a missing collection and fill it from the state and the cache: no embedding.
+    Paths whose vectors are gone from the cache are journaled for ``journal_branch``."""
+    ws.store.create_collection(collection, dim)
+    snap = ws.state.snapshot(fingerprint)
+    enc = Encoder(snap)
+    missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in snap.members.values()])
+    ws.store.flush(collection)
+    if snap.members:
+        ws.store.optimize(collection)
+    if missing:
+        ws.state.write_journal(journal_branch, sorted(missing))
+    return missing

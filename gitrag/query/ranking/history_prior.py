@@ -1,0 +1,70 @@
+"""The similar-fix prior: past commits whose messages resemble the question point at the
+files they changed (issue 20's "git history" lever).
+
+    question terms -> the commit index's FTS5 BM25 (gitrag.query.history) -> the top
+    SIMILAR_COMMITS commits reachable from the indexed head that changed at most
+    MAX_FIX_FILES paths -> file score = sum over those commits of
+    similarity / sqrt(paths the commit changed) -> normalised by the best file
+    -> each candidate chunk of a file scaled by 1 + STRENGTH x its file's share (x1 to x2)
+
+Why these rules: a fix is usually small, so a commit that changed one file says more about
+that file than one that changed twenty (the square root damps, as in tf-idf's sublinear
+weights, without letting a one-file typo fix dominate); a commit changing more than
+MAX_FIX_FILES paths (an import, a reformat, a release) says nothing about where a change
+lives, and it also keeps the prior off single-commit corpora (an sdist imported in one
+commit), where there is no history to learn from. The prior only reorders candidates the
+code lists found (it adds none) and is bounded (x1 to x2), so it can reorder files but
+never bury a definition the question names (``definitions`` gains 3x the top).
+
+Honesty: at an issue's base commit only earlier commits exist, so nothing leaks from the
+future; but the fix itself and any commit that cites the issue number cannot be there,
+which is what the prior is measured against (bench/bench_localize.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from gitrag.query.ranking.stages import Candidate
+
+SIMILAR_COMMITS = 10  # commits whose files get a share
+MAX_FIX_FILES = 20  # a commit changing more paths is not a fix to learn from
+#: The best file's chunks are scaled by 1 + STRENGTH, others by their share of it: x1 to x2.
+#: As strong as reciprocal rank fusion (k = 60) of the code's file list with the prior's would
+#: make a file both lists name (about twice the score of one only the code list names), and
+#: bounded: a definition the question names (3x the top score) still comes first.
+STRENGTH = 1.0
+#: Question terms in more than this share of the commits are left out ("fix", the project's
+#: name, "src"): like stop words their BM25 weight is small, and their long lists made the
+#: search of a long issue cost 50-75 ms on click instead of a few.
+COMMON_TERM_SHARE = 0.1
+MAX_TERMS = 32  # the question's terms sent (a long one's heaviest first)
+
+
+def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str, float]:
+    """{path: share in (0, 1]} from ``(similarity, changed paths, number of paths changed)``
+    of the similar commits (similarity > 0, best first); the best file gets 1.0."""
+    scores: dict[str, float] = {}
+    for sim, paths, n_files in commits:
+        if sim <= 0 or not paths or n_files > MAX_FIX_FILES:
+            continue
+        w = sim / math.sqrt(max(n_files, 1))
+        for p in paths:
+            scores[p] = scores.get(p, 0.0) + w
+    top = max(scores.values(), default=0.0)
+    return {p: s / top for p, s in scores.items()} if top > 0 else {}
+
+
+def apply_history_prior(cands: dict[str, Candidate], prior: dict[str, float], strength: float = STRENGTH) -> None:
+    """Scale each candidate by ``1 + strength * share``: its file's prior over the best prior
+    among the candidates' files (1 for a file no similar commit changed). Normalised over
+    the candidates: a changelog or a test file that every fix touches should not take the
+    full strength away from the code files being ranked."""
+    top = max((prior.get(c.path, 0.0) for c in cands.values()), default=0.0)
+    if top <= 0:
+        return
+    for c in cands.values():
+        share = prior.get(c.path, 0.0) / top
+        if share:
+            c.score *= 1.0 + strength * share

@@ -1,0 +1,171 @@
+"""The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
+
+Order: fusion (dense weight by query type) -> definitions -> path match -> coherence ->
+path priors -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
+(:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Protocol
+
+from gitrag.query.ranking import history_prior, stages
+from gitrag.query.ranking.query import Query
+from gitrag.query.ranking.stages import Candidate, DefinitionSite
+
+#: Stage name -> what it does; every name can be passed to ``disabled``.
+STAGES: dict[str, str] = {
+    "query-weights": "dense weight 0.3 instead of 0.5 when the question is one code token",
+    "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
+    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
+                  "raise that file",
+    "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
+    "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
+    "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
+    "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
+             "unless asked for",
+    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
+                  "unless the question names it",
+    "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
+    "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
+               "(similar fixes)",
+}
+
+
+class Lookup(Protocol):
+    """What the stages need from the index; retrieval implements it over the symbol graph."""
+
+    def definitions(self, name: str, exact_case: bool) -> list[DefinitionSite]:
+        """Definition sites of ``name`` in scope; ``exact_case``: spelled exactly so."""
+
+    def chunks_at(self, site: DefinitionSite) -> list[Candidate]:
+        """The chunks holding the first line of the site's definition."""
+
+    def known_paths(self, written: str) -> list[str]:
+        """Indexed paths that ``written`` (as printed in a traceback or text) refers to."""
+
+    def project_names(self) -> frozenset[str]:
+        """Lower-cased names of the folders at the top two levels (``src``, ``flask``)."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One ranked chunk: its point id and final score."""
+
+    key: str
+    score: float
+
+
+#: A bare file name in a question ("core.py") may name at most this many indexed files.
+WRITTEN_PATH_MATCHES = 3
+
+
+def written_paths(written: str, paths: frozenset[str], limit: int = WRITTEN_PATH_MATCHES) -> list[str]:
+    """The indexed ``paths`` (repository-relative, ``/``-separated) that a path as written in
+    a question refers to, sorted; [] when none does or more than ``limit`` tie.
+
+    A traceback prints where the code ran, not where it lives in the repository: an installed
+    package is ``/home/u/.venv/lib/python3.12/site-packages/click/core.py`` while the
+    repository has ``src/click/core.py``. So a written path matches the indexed paths that
+    share its longest run of trailing components, when that run holds the file and its
+    folder (``click/core.py``) or the whole written path (a bare ``core.py``): a file name
+    alone is too common to tie an absolute path to the repository (``/home/u/app.py`` is the
+    user's own file, not the repository's ``examples/app.py``)."""
+    w = written.replace("\\", "/")
+    while w.startswith("./"):
+        w = w[2:]
+    if w in paths:
+        return [w]
+    parts = [p for p in w.split("/") if p and p != "."]
+    if not parts:
+        return []
+    best, found = 0, []
+    for path in _by_name(paths).get(parts[-1], ()):
+        have = path.split("/")
+        common = 0
+        while common < min(len(have), len(parts)) and have[-1 - common] == parts[-1 - common]:
+            common += 1
+        if common > best:
+            best, found = common, [path]
+        elif common == best:
+            found.append(path)
+    if best < min(2, len(parts)) or len(found) > limit:
+        return []
+    return sorted(found)
+
+
+@lru_cache(maxsize=8)
+def _by_name(paths: frozenset[str]) -> dict[str, list[str]]:
+    """``paths`` by file name (cached per set: one commit's paths are asked many times)."""
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        out.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    return out
+
+
+def frame_sites(query: Query, lookup: Lookup) -> list[list[DefinitionSite]]:
+    """Per traceback frame that names an indexed file, innermost first, the definitions of
+    its function in that file: when the line numbers agree, the one spanning the frame's
+    line, as a site at that line (its chunk holds the line that ran, for a definition cut
+    into pieces the piece that failed); else (the trace may come from another version)
+    every one of that name there."""
+    out: list[list[DefinitionSite]] = []
+    seen: set[tuple[str, str]] = set()
+    for frame in reversed(query.frames):
+        if not frame.function or frame.function.startswith("<"):
+            continue
+        paths = set(lookup.known_paths(frame.path))
+        if not paths or (frame.path, frame.function) in seen:
+            continue
+        seen.add((frame.path, frame.function))
+        sites = [s for s in lookup.definitions(frame.function, True) if s.path in paths]
+        spanning = [replace(s, line=frame.line) for s in sites if s.line <= frame.line <= s.end_line]
+        if sites:
+            out.append(spanning[-1:] or sites)
+    return out
+
+
+def check(disabled: Collection[str]) -> frozenset[str]:
+    """``disabled`` as a set; ValueError naming an unknown stage."""
+    unknown = sorted(set(disabled) - set(STAGES))
+    if unknown:
+        raise ValueError(f"unknown ranking stage {', '.join(unknown)}; choose from {', '.join(STAGES)}")
+    return frozenset(disabled)
+
+
+def rank(
+    query: Query,
+    candidates: Sequence[Candidate],
+    k: int,
+    lookup: Lookup,
+    disabled: Collection[str] = (),
+) -> list[Candidate]:
+    """The best ``k`` of ``candidates`` (chunks from the dense and the sparse list, with
+    their raw scores in ``dense``/``sparse``), best first, after every stage not in
+    ``disabled``. Candidates may be added (definitions neither list found). Scores are
+    relative to the top fused score (1.0 before boosts). ValueError for an unknown stage."""
+    off = check(disabled)
+    cands = {c.key: c for c in candidates}
+    if not cands:
+        return []
+    weight = stages.DENSE_WEIGHT_SYMBOL if query.symbol_like and "query-weights" not in off else stages.DENSE_WEIGHT
+    stages.fuse(cands, weight)
+    if "definitions" not in off:
+        frames = (lambda: frame_sites(query, lookup)) if query.frames else None
+        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
+    if "path-match" not in off:
+        stages.boost_path_match(cands, query, lookup.known_paths)
+    if "coherence" not in off:
+        stages.boost_coherence(cands)
+    if "path-priors" not in off:
+        stages.apply_path_priors(cands, query)
+    if "prose" not in off:
+        stages.apply_prose_prior(cands, query)
+    if "roles" not in off:
+        stages.apply_role_priors(cands, query)
+    if "history" not in off and hasattr(lookup, "history_prior"):
+        history_prior.apply_history_prior(cands, lookup.history_prior(query))
+    return stages.select(cands, k, saturation="saturation" not in off)

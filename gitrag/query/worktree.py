@@ -1,0 +1,562 @@
+"""The work-tree overlay: uncommitted files searched together with the branch's index.
+
+    git status (HEAD vs work tree, untracked not ignored) + diff(indexed commit, HEAD)
+    -> each path whose bytes on disk differ from the indexed blob (by git's blob id of them)
+    -> hidden: its committed points are dropped from the store's lists (by point id after
+       the query, or by the query's path filter past POST_FILTER_MAX points)
+    -> read from disk, judged by the file policy (work-tree ``.gitragignore``), chunked
+    -> vectors from the vector cache by chunk SHA-256, embed only the misses (and cache them)
+    -> in-memory dense (dot product, as the store's cosine) and sparse lists (the store's own
+       IDF for each query term), merged into the same candidate lists the ranking fuses
+
+So an edited file answers with its new code, a deleted or renamed-away one no longer
+answers, and a new untracked file answers at once; every such result carries
+``source="worktree"`` and its snippet comes from the file on disk. A file's chunks and
+vectors are kept in a small in-process LRU by (path, blob id), and a file is not re-read
+while its lstat signature holds, so in a long-lived process (the daemon, which ``gitrag
+mcp`` asks) a second ask costs git status and the in-memory scoring; a new process finds
+the vectors in the vector cache but chunks the files again.
+At most MAX_FILES paths are overlaid per ask (the rest are counted in ``truncated``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pathspec
+import pygit2
+from pygit2.enums import FileStatus
+
+from gitrag.git.repo import Entry, _utf8
+from gitrag.index import sparse
+from gitrag.index.chunking import CHUNKER_VERSION, analyze
+from gitrag.index.embedders.base import embed_partial
+from gitrag.index.policy import _DEFAULTS, IGNORE_FILE, Policy
+from gitrag.index.state import Branch
+from gitrag.index.store import Hit, SearchFilter, SparseVec
+from gitrag.index.symbols import Definition, SymbolIndex
+from gitrag.index.vector_cache import stored_form
+from gitrag.index.vectors import VERSION as VECTORS_VERSION
+from gitrag.index.vectors import combine, path_vectors
+from gitrag.index.workspace import Workspace
+
+SOURCE = "worktree"
+KEY_PREFIX = "worktree:"  # overlay candidates' keys; never a store point id (those are UUIDs)
+MAX_FILES = 300  # paths overlaid per ask; an untracked build folder must not be embedded on an ask
+# Hidden points up to this many are dropped from the store's lists after the query (read that
+# much deeper); more are left out by the query's filter instead. A path filter made each
+# query of a warm ask 2-5 ms slower on click (bench/bench_overlay.py), dropping ids costs ~0.
+POST_FILTER_MAX = 1000
+CACHE_FILES = 2048  # files kept chunked and embedded in the process
+
+
+@dataclass
+class OverlayFile:
+    """One work-tree file as chunked and embedded: payloads like a point's (plus
+    ``source``), combined dense vectors (n, dim), and its sparse weights (with its path's
+    terms) as postings ``{term id: [(chunk index, weight), ...]}``."""
+
+    path: str
+    blob: str  # git's blob id of the bytes on disk (not in the object database)
+    data: bytes
+    payloads: list[dict[str, Any]]
+    dense: np.ndarray
+    postings: dict[int, list[tuple[int, float]]]
+    definitions: list[Definition]
+    languages: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.languages = frozenset(p.get("language", "") for p in self.payloads)
+
+
+def overlay_key(path: str, i: int) -> str:
+    """The candidate key of chunk ``i`` of the overlaid ``path``: ``worktree:<i>:<path>``."""
+    return f"{KEY_PREFIX}{i}:{path}"
+
+
+@dataclass
+class Overlay:
+    """What the work tree changes in one branch's index, for one search.
+
+    ``hidden``: indexed paths whose committed points must not answer (deleted, modified,
+    renamed away, now skipped); ``files``: the overlaid files; ``changes``: work-tree
+    files that differ from HEAD (git status); ``embedded``: chunks embedded for this
+    overlay now; ``skipped``: ``{path: reason}`` for dirty files the policy skips;
+    ``truncated``: dirty paths beyond MAX_FILES, left as indexed."""
+
+    hidden: frozenset[str] = frozenset()
+    files: dict[str, OverlayFile] = field(default_factory=dict)
+    changes: int = 0
+    embedded: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+    truncated: int = 0
+    generation: str = ""  # the branch's indexed commit when built (keys the IDF memo)
+    hidden_ids: frozenset[str] = frozenset()  # point ids of the hidden paths' committed chunks
+
+    @property
+    def active(self) -> bool:
+        return bool(self.hidden or self.files)
+
+    # -- scope and payloads -------------------------------------------------------------
+    @property
+    def post_filter(self) -> bool:
+        """Hidden points are dropped from the lists by id (see :meth:`drop`), not by the query."""
+        return len(self.hidden_ids) <= POST_FILTER_MAX
+
+    @property
+    def extra_depth(self) -> int:
+        """How much deeper to read a store list so that dropping hidden points leaves its depth."""
+        return len(self.hidden_ids) if self.post_filter else 0
+
+    def drop(self, hits: list[Hit]) -> list[Hit]:
+        """``hits`` without the hidden paths' committed points."""
+        return [h for h in hits if h.id not in self.hidden_ids] if self.hidden_ids else hits
+
+    def scope(self, scope: SearchFilter | None) -> SearchFilter | None:
+        """``scope`` for the store's query: with the hidden paths in ``excluded_paths`` when
+        there are too many hidden points to drop after the query (:attr:`post_filter`)."""
+        if not self.hidden or self.post_filter:
+            return scope
+        base = scope or SearchFilter()
+        paths = tuple(sorted(set(base.excluded_paths) | self.hidden))
+        return SearchFilter(base.path_prefix, base.language, base.exclude, paths)
+
+    def _locate(self, key: str) -> tuple[OverlayFile, int] | None:
+        if not key.startswith(KEY_PREFIX):
+            return None
+        index, _, path = key[len(KEY_PREFIX):].partition(":")
+        f = self.files.get(path)
+        if f is None or not index.isdigit() or int(index) >= len(f.payloads):
+            return None
+        return f, int(index)
+
+    def owns(self, key: str) -> bool:
+        return self._locate(key) is not None
+
+    def payloads(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for k in keys:
+            got = self._locate(k)
+            if got is not None:
+                out[k] = got[0].payloads[got[1]]
+        return out
+
+    def snippet_of_blob(self, path: str, blob: str, start_byte: int, end_byte: int) -> str | None:
+        """The bytes ``[start_byte, end_byte)`` of the overlaid ``path`` as read from disk for
+        this search; None when ``path`` is not overlaid with that blob."""
+        f = self.files.get(path)
+        if f is None or f.blob != blob:
+            return None
+        return f.data[start_byte:end_byte].decode("utf-8", "replace")
+
+    # -- the two lists ---------------------------------------------------------------------
+    def _admitted(self, scope: SearchFilter | None) -> list[OverlayFile]:
+        """The files with a chunk inside ``scope`` (path and language; a file's chunks share its path)."""
+        return [f for f in self.files.values() if f.payloads and (
+            scope is None or any(scope.admits(f.path, lang) for lang in f.languages))]
+
+    def _inside(self, f: OverlayFile, i: int, scope: SearchFilter | None) -> bool:
+        return scope is None or not scope.language or f.payloads[i].get("language", "") == scope.language
+
+    def dense_hits(self, query: np.ndarray, limit: int, scope: SearchFilter | None,
+                   floor: float = -math.inf) -> list[Hit]:
+        """The overlay's chunks by cosine to ``query`` (float32 (dim,), normalised, as the
+        store's dense list), best first, at most ``limit``, none scoring below ``floor``
+        (the last score of a full store list: lower ones would not make the merged list)."""
+        q = np.asarray(query, dtype=np.float32)
+        admitted = self._admitted(scope)
+        if not admitted:
+            return []
+        scores = np.concatenate([f.dense @ q for f in admitted])
+        owner = [(f, i) for f in admitted for i in range(len(f.payloads))]
+        order = np.argsort(-scores, kind="stable")
+        if floor > -math.inf:
+            order = order[: int(np.count_nonzero(scores >= floor))]
+        scored: list[tuple[float, str, OverlayFile, int]] = []
+        for j in order:
+            f, i = owner[int(j)]
+            if self._inside(f, i, scope):
+                scored.append((float(scores[j]), overlay_key(f.path, i), f, i))
+                if len(scored) >= limit:
+                    break
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored]
+
+    def sparse_hits(self, terms: SparseVec, idf: dict[int, float], limit: int,
+                    scope: SearchFilter | None, floor: float = -math.inf) -> list[Hit]:
+        """The overlay's chunks by the store's sparse score, ``sum(q_t * idf_t * w_t)`` (see
+        :func:`idf`), best first; chunks sharing no term with the query are left out."""
+        scored: list[tuple[float, str, OverlayFile, int]] = []
+        for f in self._admitted(scope):
+            acc: dict[int, float] = {}
+            for t, q in zip(terms.indices, terms.values):
+                weight = q * idf.get(t, 0.0)
+                for i, w in f.postings.get(t, ()):
+                    acc[i] = acc.get(i, 0.0) + weight * w
+            scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items()
+                       if s > 0 and s >= floor and self._inside(f, i, scope)]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored[:limit]]
+
+    def _derived(self) -> tuple[frozenset[int], SymbolIndex]:
+        """(every term id of the overlay's sparse vectors, the symbol graph of its files),
+        kept for the last few sets of files: a second ask over the same edits rebuilds neither."""
+        key = tuple((f.path, f.blob) for f in self.files.values())
+        with _cache_lock:
+            got = _derived.get(key)
+        if got is None:
+            terms = frozenset(t for f in self.files.values() for t in f.postings)
+            defs = [d for f in self.files.values() for d in f.definitions]
+            got = (terms, SymbolIndex(self.files, defs, []))
+            with _cache_lock:
+                _derived[key] = got
+                while len(_derived) > 4:
+                    _derived.popitem(last=False)
+        return got
+
+    def terms(self) -> frozenset[int]:
+        """Every term id in the overlay's sparse vectors."""
+        return self._derived()[0]
+
+    # -- the symbol graph -------------------------------------------------------------------
+    def graph(self) -> SymbolIndex:
+        """The definitions of the overlaid files (no references: ranking asks for definitions only)."""
+        return self._derived()[1]
+
+
+def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hit]:
+    """One best-first list of store and overlay hits (scores on the same scale), at most ``limit``."""
+    if not overlay_hits:
+        return store_hits[:limit]
+    return sorted(store_hits + overlay_hits, key=lambda h: -h.score)[:limit]
+
+
+# -- building it ----------------------------------------------------------------------------
+
+_cache: OrderedDict[tuple[str, ...], OverlayFile] = OrderedDict()
+_cache_lock = threading.Lock()
+_derived: OrderedDict[tuple[tuple[str, str], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
+
+
+def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
+    """(paths that may differ from the branch's indexed commit, work-tree files that differ
+    from HEAD). The first are git status's changed and untracked-not-ignored files, plus the
+    paths changed between the indexed commit and HEAD; each is checked against the indexed
+    blob by the caller."""
+    repo = ws.repo
+    if repo.workdir is None:
+        return [], 0
+    try:
+        status = repo.repo.status(untracked_files="all")
+    except pygit2.GitError:
+        return [], 0
+    changed = {p for p, flags in status.items() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED}
+    # a name that is not UTF-8 (surrogate escapes from git status) is counted as changed but
+    # not overlaid: the index spells it with \xNN escapes (gitrepo.decode_path), so its
+    # committed chunks answer as indexed, and no query or SQLite key ever meets the raw bytes
+    paths = {p for p in changed if _utf8(p)}
+    head = repo.head()
+    old = branch.indexed_commit if branch else None
+    if old and head and old != head and repo.has_commit(old):
+        paths |= {e.path for c in repo.diff(old, head) for e in (c.old, c.new) if e is not None}
+    return sorted(paths), len(changed)
+
+
+class _WorktreePolicy(Policy):
+    """The file policy with the work tree's ``.gitragignore`` (what the next commit will hold)."""
+
+    def __init__(self, ws: Workspace, commit: str, ignore: str) -> None:
+        self._lines = ignore.splitlines()
+        super().__init__(ws.repo, commit, ws.settings.max_file_bytes, None)
+
+    def _load_ignore(self) -> pathspec.PathSpec:
+        return pathspec.PathSpec.from_lines("gitignore", [*_DEFAULTS, *self._lines])
+
+
+_verdicts: OrderedDict[tuple[str, ...], str | None] = OrderedDict()  # (data dir, head, ignore, path, blob) -> reason
+# (data dir, path) -> (lstat signature, blob id, bytes): a file whose signature is unchanged is not
+# read and hashed again (git's own index does the same with the same fields)
+_stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = OrderedDict()
+
+
+def build(ws: Workspace, branch: Branch) -> Overlay:
+    """The overlay of the work tree over ``branch``'s index (see the module doc).
+
+    Reads files of the work tree only under its root; a file that cannot be read is
+    skipped with its reason (its committed points hidden). Raises what the embedder raises
+    as a whole (EmbedderUnavailable)."""
+    paths, changes = dirty_paths(ws, branch)
+    if not paths:
+        return Overlay(changes=changes)
+    manifest = ws.state.files_of(branch.name, paths)
+    root = ws.repo.root
+    head = ws.repo.head() or branch.indexed_commit or ""
+    try:
+        ignore = (root / IGNORE_FILE).read_text("utf-8", "replace")
+    except OSError:
+        ignore = ""
+    policy: list[Policy] = []  # made on the first file not judged before in this process
+    hidden: set[str] = set()
+    todo: list[tuple[str, str, bytes]] = []
+    skipped: dict[str, str] = {}
+    truncated = 0
+    for path in paths:
+        known = manifest.get(path)
+        disk = root / path
+        try:
+            info = os.lstat(disk)
+        except OSError:
+            info = None
+        if info is None or stat.S_ISDIR(info.st_mode):
+            if known is not None:  # deleted (or renamed away) in the work tree
+                hidden.add(path)
+            continue
+        mode = 0o120000 if stat.S_ISLNK(info.st_mode) else (0o100755 if info.st_mode & 0o111 else 0o100644)
+        data, blob = b"", ""
+        if mode != 0o120000 and stat.S_ISREG(info.st_mode) and info.st_size <= ws.settings.max_file_bytes:
+            sig = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_mode)
+            seen = _stats.get((str(ws.data_dir), path))
+            if seen is not None and seen[0] == sig:
+                blob, data = seen[1], seen[2]
+            else:
+                try:
+                    data = disk.read_bytes()
+                except OSError as exc:
+                    skipped[path] = f"unreadable: {exc.strerror or exc}"
+                    if known is not None:
+                        hidden.add(path)
+                    continue
+                blob = str(pygit2.hash(data))
+                if len(data) == info.st_size:  # not written while we read it
+                    _stats[(str(ws.data_dir), path)] = (sig, blob, data)
+                    while len(_stats) > CACHE_FILES:
+                        _stats.popitem(last=False)
+        if known is not None and blob and known.blob == blob:
+            continue  # the same bytes as indexed (edited and edited back, or committed and indexed)
+        if known is not None:
+            hidden.add(path)
+        key = (str(ws.data_dir), head, ignore, path, blob)
+        if key in _verdicts:
+            reason = _verdicts[key]
+        else:
+            if not policy:
+                policy.append(_WorktreePolicy(ws, head, ignore))
+            reason = _reason(policy[0], path, blob, mode, info.st_size, data) if head else None
+            if blob:
+                _verdicts[key] = reason
+                while len(_verdicts) > CACHE_FILES:
+                    _verdicts.popitem(last=False)
+        if reason:
+            skipped[path] = reason
+            continue
+        if len(todo) >= MAX_FILES:
+            truncated += 1
+            hidden.discard(path)  # left as indexed: better stale than missing
+            continue
+        todo.append((path, blob, data))
+    files, embedded = _files(ws, todo)
+    hidden_ids = _hidden_ids(ws, branch, frozenset(hidden))
+    return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
+                   hidden_ids)
+
+
+_hidden_memo: OrderedDict[tuple[Any, ...], frozenset[str]] = OrderedDict()
+
+
+def _hidden_ids(ws: Workspace, branch: Branch, hidden: frozenset[str]) -> frozenset[str]:
+    """The point ids of ``hidden``'s committed chunks in ``branch`` (memoised per indexed commit)."""
+    if not hidden:
+        return frozenset()
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+    got = _hidden_memo.get(key)
+    if got is None:
+        got = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        _hidden_memo[key] = got
+        while len(_hidden_memo) > 8:
+            _hidden_memo.popitem(last=False)
+    return got
+
+
+def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
+    reason = policy.by_path(Entry(path, blob, mode))
+    if reason:
+        return reason
+    reason = policy.by_size(size)
+    return reason or policy.by_content(data, path)
+
+
+def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str, OverlayFile], int]:
+    """The overlaid files, from the process cache or chunked and embedded now."""
+    emb = ws.embedder
+    fp = emb.fingerprint
+    out: dict[str, OverlayFile] = {}
+    fresh: list[tuple[tuple[str, ...], str, str, bytes, Any]] = []
+    for path, blob, data in todo:
+        key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
+        with _cache_lock:
+            got = _cache.get(key)
+            if got is not None:
+                _cache.move_to_end(key)
+        if got is not None:
+            out[path] = got
+            continue
+        fresh.append((key, path, blob, data, analyze(path, data, max_tokens=emb.max_tokens,
+                                                     count_tokens=emb.count_tokens)))
+    if not fresh:
+        return out, 0
+    chunks = [(path, c) for _, path, _, _, a in fresh for c in a.chunks if c.embeddable]
+    hashes = list(dict.fromkeys(c.hash for _, c in chunks))
+    vectors = ws.state.get_vectors(hashes, fp)
+    texts = {c.hash: (c.text, c.span) for _, c in chunks}
+    todo_h = [h for h in hashes if h not in vectors]
+    embedded = 0
+    if todo_h:
+        got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
+        bad = set(failed)  # stored_form: the vector as the cache keeps it, so a second ask scores the same
+        new = {h: stored_form(got[i]) for i, h in enumerate(todo_h) if i not in bad}
+        ws.state.put_vectors(new, fp)
+        vectors.update(new)
+        embedded = len(new)
+    sparse_of = ws.state.get_sparse(hashes, sparse.VERSION)
+    new_sparse = {h: sparse.document_vector(texts[h][0]) for h in hashes if h not in sparse_of}
+    if new_sparse:
+        ws.state.put_sparse(new_sparse, sparse.VERSION)
+        sparse_of.update(new_sparse)
+    path_vecs, _ = path_vectors(ws.state, emb, fp, [path for _, path, _, _, _ in fresh])
+    for key, path, blob, data, analysis in fresh:
+        payloads: list[dict[str, Any]] = []
+        dense_rows: list[np.ndarray] = []
+        postings: dict[int, list[tuple[int, float]]] = {}
+        for c in analysis.chunks:
+            if not c.embeddable or c.hash not in vectors:
+                continue
+            payload = {
+                "path": path, "blob": blob, "start_byte": c.start_byte, "end_byte": c.end_byte,
+                "start_line": c.start_line, "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind,
+                "language": c.language, "chunk_hash": c.hash, "source": SOURCE,
+            }
+            if c.prose:
+                payload["prose"] = c.prose
+            vec = sparse.with_path(sparse_of[c.hash], path)
+            for t, w in zip(vec.indices, vec.values):
+                postings.setdefault(t, []).append((len(payloads), w))
+            payloads.append(payload)
+            dense_rows.append(combine(vectors[c.hash], path_vecs[path]))
+        dim = emb.dim
+        matrix = np.stack(dense_rows).astype(np.float32) if dense_rows else np.zeros((0, dim), np.float32)
+        defs = [Definition(path, d.start_line, d.end_line, d.name, d.kind, d.parent, analysis.language)
+                for d in analysis.definitions]
+        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs)
+        out[path] = f
+        with _cache_lock:
+            _cache[key] = f
+            while len(_cache) > CACHE_FILES:
+                _cache.popitem(last=False)
+    return out, embedded
+
+
+# -- the store's IDF ---------------------------------------------------------------------------
+
+_idf_cache: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+
+
+def idf(ws: Workspace, collection: str, term_ids: list[int], generation: str = "") -> dict[int, float]:
+    """The IDF the store applies to each term (Qdrant's ``Modifier.IDF``:
+    ``ln(1 + (N - n + 0.5) / (n + 0.5))``, N points, n of them holding the term), so an
+    overlay chunk's sparse score is on the scale of the store's own.
+
+    Read back from the store, not recounted: a one-term query's best hit scores
+    ``idf * w`` where ``w`` is that point's weight (its cached sparse vector plus its
+    path's terms); a term no point holds gets the formula with n = 0. Memoised per
+    (collection, ``generation``, term): the caller passes what changes when the
+    collection does (the branch's indexed commit); IDF moves little between syncs."""
+    out: dict[int, float] = {}
+    probe: dict[int, Hit] = {}
+    missing: list[int] = []
+    for t in term_ids:
+        key = (collection, generation, t)
+        if key in _idf_cache:
+            out[t] = _idf_cache[key]
+            continue
+        hits = ws.store.search(collection, dense=None, sparse=SparseVec([t], [1.0]), limit=1, branch=None)
+        if hits:
+            probe[t] = hits[0]
+        else:
+            missing.append(t)
+    if probe:
+        cached = ws.state.get_sparse([h.payload.get("chunk_hash", "") for h in probe.values()], sparse.VERSION)
+        for t, hit in probe.items():
+            vec = cached.get(hit.payload.get("chunk_hash", ""))
+            w = dict(zip(*_with_path(vec, hit.payload.get("path", "")))).get(t) if vec else None
+            if w:
+                out[t] = hit.score / w
+            else:
+                missing.append(t)
+    if missing:
+        n_points = ws.store.count(collection)
+        for t in missing:
+            out[t] = math.log(1 + (n_points + 0.5) / 0.5)
+    for t in term_ids:
+        _idf_cache[(collection, generation, t)] = out[t]
+    while len(_idf_cache) > 65536:
+        _idf_cache.popitem(last=False)
+    return out
+
+
+def _with_path(vec: SparseVec, path: str) -> tuple[list[int], list[float]]:
+    full = sparse.with_path(vec, path)
+    return full.indices, full.values
+
+
+class OverlayLookup:
+    """gitrag.query.ranking's view of the index with the overlay on top: definitions and chunks of
+    hidden paths are gone, those of overlaid files come from the overlay (``base``: the
+    branch's own lookup, see gitrag.query.retrieval)."""
+
+    def __init__(self, base: Any, overlay: Overlay, scope: SearchFilter | None) -> None:
+        self.base, self.overlay, self.scope = base, overlay, scope
+
+    def definitions(self, name: str, exact_case: bool) -> list[Any]:
+        from gitrag.index.symbols import split_name
+        from gitrag.query import ranking
+
+        found = [d for d in self.base.definitions(name, exact_case) if d.path not in self.overlay.hidden]
+        extra = self.overlay.graph().find(name)
+        if exact_case:
+            last = split_name(name)[-1:]
+            extra = [d for d in extra if d.segments[-1:] == last]
+        return found + [ranking.DefinitionSite(d.name, d.path, d.start_line, d.end_line) for d in extra
+                        if self.scope is None or self.scope.admits(d.path, d.language)]
+
+    def chunks_at(self, site: Any) -> list[Any]:
+        from gitrag.query import ranking
+
+        f = self.overlay.files.get(site.path)
+        if f is not None:
+            return [ranking.Candidate(overlay_key(f.path, i), p["path"], p["start_line"], p["end_line"],
+                                      p.get("symbol", ""), p.get("kind", ""), 0.0, payload=p)
+                    for i, p in enumerate(f.payloads) if p["start_line"] <= site.line <= p["end_line"]]
+        if site.path in self.overlay.hidden:
+            return []
+        return self.base.chunks_at(site)
+
+    def known_paths(self, written: str) -> list[str]:
+        from gitrag.query import ranking
+
+        base = [p for p in self.base.known_paths(written) if p not in self.overlay.hidden]
+        return sorted(set(base) | set(ranking.written_paths(written, frozenset(self.overlay.files))))
+
+    def project_names(self) -> frozenset[str]:
+        return self.base.project_names()
+
+    def history_prior(self, query: Any) -> dict[str, float]:
+        """The branch's similar-fix prior (gitrag.query.history): the history does not change with
+        the work tree, so a dirty work tree keeps the ranking's ``history`` stage."""
+        return self.base.history_prior(query)

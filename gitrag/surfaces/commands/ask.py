@@ -1,0 +1,204 @@
+"""``gitrag ask``. While a daemon runs, this imports only the route (gitrag.daemon.routing,
+gitrag.query.results) and the printer: the in-process search stack (numpy, store, ranking,
+workspace) is imported by :func:`_in_process` when no daemon answers, and the answer
+writer only when a chat model is set."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from gitrag.errors import EXIT_OK
+from gitrag.surfaces import output
+
+if TYPE_CHECKING:
+    from gitrag.config import Settings
+    from gitrag.query.answer import Answer
+    from gitrag.query.results import AskResponse
+
+
+def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
+        expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False, worktree: bool = True,
+        offset: int = 0, rev: str = "") -> int:
+    from gitrag.daemon import routing
+
+    if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
+        from gitrag.index.store.base import SearchFilter
+
+        SearchFilter(path, lang, tuple(exclude))
+    # None: no daemon runs
+    more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.query.worktree, paging, gitrag.query.revisions
+    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files,
+                         **more)
+    catching_up = None
+    if routed is not None:
+        response, settings, catching_up = routed
+    else:
+        response, settings, catching_up = _in_process(repo, question, k, mode, path, lang, no_answer, expand,
+                                                      tuple(exclude), files, more)
+    blames = _blames(repo, response) if blame else None
+    written = _answer(settings, response, no_answer, as_json)
+    if as_json:
+        if written is None:
+            from gitrag.query.answer import Answer
+
+            written = Answer()
+        extra = {"catching_up": catching_up}
+        data = response.to_json() | written.to_json() | extra
+        for res, b in zip(data["results"], blames or ()):
+            res["blame"] = b
+        output.emit_json(data)
+    elif response.files is not None:
+        _print_files(response, catching_up, _none_found(path, lang, exclude))
+    else:
+        _print(response, snippets=not (written and written.text), catching_up=catching_up,
+               none=_none_found(path, lang, exclude), blames=blames)
+    return EXIT_OK
+
+
+def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
+                exclude: tuple[str, ...], files: bool, more: dict[str, Any]) -> tuple[AskResponse, Settings, str | None]:
+    """The answer from this process's own workspace (no daemon runs): (response, settings,
+    catching_up). A damaged store is rebuilt and asked again (gitrag.index.heal); a store held by a
+    daemon started since we looked is asked through it, one held by another command is
+    waited for (gitrag.index.held). ``more``: worktree (gitrag.query.worktree), offset (paging), rev
+    (gitrag.query.revisions)."""
+    from gitrag.daemon import routing
+    from gitrag.index import heal, held
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import ask as run_ask
+
+    scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
+
+    def attempt() -> routing.Routed:
+        ws = open_workspace(repo)
+        try:
+            if more["rev"]:
+                return routing.Routed(heal.answering(ws, lambda: _ask_revision(
+                    ws, more["rev"], question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                    offset=more["offset"])), ws.settings)
+            return routing.Routed(heal.answering(ws, lambda: run_ask(
+                ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                worktree_overlay=more["worktree"], offset=more["offset"])), ws.settings)
+        finally:
+            ws.close()
+
+    response, settings, catching_up = held.until_free(
+        attempt, lambda: routing.ask(repo, question, k, mode, path, lang, no_answer, expand,
+                                     exclude=exclude, files=files, **more),
+        lambda: output.info("the index is open in another gitrag process; waiting for it"))
+    return response, settings, catching_up
+
+
+def _blames(repo: str, r: AskResponse) -> list[dict | None]:
+    """``ask --blame``: per result, the last commit that changed its lines (gitrag.query.blame)."""
+    from gitrag.git.repo import GitRepo
+    from gitrag.query.blame import blame_result
+
+    git = GitRepo(repo).repo
+    seen: dict[tuple[str, int, int], dict | None] = {}
+    for res in r.results:
+        key = (res.path, res.start_line, res.end_line)
+        if key not in seen:
+            seen[key] = blame_result(git, r.freshness.commit, *key)
+    return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]
+
+
+def _ask_revision(ws: Any, rev: str, question: str, **kw: Any) -> AskResponse:
+    """``ask --rev`` in-process: the revision view is a sync, so it takes the index lock."""
+    from gitrag.index import lock as index_lock
+    from gitrag.query import revisions
+
+    with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+        return revisions.ask(ws, rev, question, **kw)
+
+
+def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) -> Answer | None:
+    """The written answer, streamed to stdout unless ``as_json``; None when no model is asked
+    (``--no-answer`` or none configured: then the answer writer is not even imported). A
+    chat failure is one line on stderr and ``answer_error`` in JSON; the exit code stays 0
+    because the ranked citations, printed either way, are the primary product."""
+    if no_answer or not settings.chat_model:
+        if not no_answer and not as_json:
+            output.info("hint: set GITRAG_CHAT_MODEL (an Ollama chat model, e.g. llama3.2) for a written answer with citations")
+        return None
+    from gitrag.query.answer import weak_message, write_answer
+
+    def stream(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    written = write_answer(settings, r.question, r.results, r.mode, on_text=None if as_json else stream)
+    if not as_json and written.text:
+        stream("\n\n")
+    if written.strength is not None and written.strength.weak and not as_json:
+        output.line(weak_message(r.question, written.strength))
+    if written.error and not as_json:
+        output.error(written.error)
+    return written
+
+
+def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:
+    """What to print for no results: with filters, which ones (they may have left out everything)."""
+    given = [f"--path {path}"] if path else []
+    given += [f"--lang {lang}"] if lang else []
+    given += [f"--exclude {glob}" for glob in exclude]
+    if not given:
+        return "no results"
+    return (f"no results with {' '.join(given)}: --path is a prefix of repository-relative paths, --lang a "
+            f"language name as in the results (python, javascript, markdown, text, ...)")
+
+
+def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results",
+           blames: list[dict | None] | None = None) -> None:
+    if not r.results:
+        output.line(none)
+    for i, res in enumerate(r.results, r.offset + 1):
+        via: tuple[Any, ...] = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
+        via += ("  ", ("[work tree]", "yellow")) if res.source == "worktree" else ()
+        output.line((f"{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}", "bold"),
+                    f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
+        if blames is not None and blames[i - 1 - r.offset] is not None:
+            b = blames[i - 1 - r.offset]
+            output.line("      ", (f"last changed {b['date'][:10]} {b['commit'][:12]} {_printable(b['author'])}: "
+                                    f"{_printable(b['subject'])}", "dim"))
+        lines = res.snippet.splitlines() if snippets else []
+        for text in lines[:8]:
+            output.line("      " + text)
+        if len(lines) > 8:
+            output.line("      ", (f"… {len(lines) - 8} more lines", "dim"))
+    _print_freshness(r, catching_up)
+
+
+def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
+    f = r.freshness
+    if r.revision:
+        output.line((f"revision {_printable(r.revision)} ({str(f.commit)[:12]}): answered from that commit's "
+                     f"tree; {_printable(f.branch)} is checked out", "dim"))
+        return
+    todo = catching_up or "run `gitrag index`"
+    state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
+    extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
+    if r.worktree and r.worktree.get("searched") and f.worktree_changes:
+        extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
+    output.line((f"{f.branch}: {state}{extra}", "dim"))
+
+
+def _print_files(r: AskResponse, catching_up: str | None = None, none: str = "no results") -> None:
+    """Ranked files, each with its best chunks' lines, symbol and score."""
+    if not r.files:
+        output.line(none)
+    for i, hit in enumerate(r.files or [], 1):
+        more = ("  ", (f"({hit.matches} matching chunks)", "dim")) if hit.matches > 1 else ()
+        output.line((f"{i:>2}. {_printable(hit.path)}", "bold"), "  ", (f"{hit.score:.4f}", "dim"), *more)
+        for c in hit.chunks:
+            output.line(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  ", (f"{c.score:.4f}", "dim"))
+    _print_freshness(r, catching_up)
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline in a file name) escaped."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text

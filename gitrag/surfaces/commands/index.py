@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from gitrag.errors import EXIT_OK, StoreError
+from gitrag.index import lock as index_lock
+from gitrag.index.indexer import Indexer, IndexSummary
+from gitrag.index.workspace import open_workspace
+from gitrag.surfaces import output
+
+POLL_S = 0.5  # how often a routed index asks the daemon for its progress
+# Ctrl-C: what was done stays (the batched sync's journal and the vector cache, see
+# gitrag.index.indexer.Indexer._apply); the next sync redoes the journaled paths from the cache
+INTERRUPTED = ("gitrag: interrupted; nothing is lost: the next `gitrag index` (or the daemon's next sync) continues "
+               "from what this one did, without embedding it again")
+
+
+def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
+    from gitrag.daemon import routing
+
+    routed = _through_daemon(repo, rebuild, as_json)  # the daemon holds the store while it runs
+    if routed is not None:
+        if not as_json:
+            output.info("indexed by the running daemon")
+        summary = IndexSummary(**{k: v for k, v in routed.items() if k in IndexSummary.__dataclass_fields__})
+    else:
+        ws = open_workspace(repo, rebuild=rebuild)
+        closed = False
+        try:
+            # another in-process index of this repository: wait for it before any work, and
+            # close the store before letting the next one in (its shard lock goes with it)
+            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+                try:
+                    with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
+                        summary = Indexer(ws, progress).sync(rebuild=rebuild)
+                except BaseException:
+                    closed = True
+                    with contextlib.suppress(Exception):  # the sync's error is the one to report
+                        ws.close()
+                    raise
+                closed = True
+                ws.close()
+        except BaseException as exc:
+            if not closed:  # interrupted while waiting for the lock
+                with contextlib.suppress(Exception):
+                    ws.close()
+            if isinstance(exc, KeyboardInterrupt):
+                output.info(INTERRUPTED)
+            # a daemon started since we looked, and holds the store: it syncs instead
+            again = routing.index(repo, rebuild) if isinstance(exc, StoreError) and routing.held_elsewhere(exc) else None
+            if again is None:
+                raise
+            summary = IndexSummary(**{k: v for k, v in again.items() if k in IndexSummary.__dataclass_fields__})
+    if as_json:
+        output.emit_json(summary.to_json())
+    else:
+        _print(summary)
+    return EXIT_OK
+
+
+def _through_daemon(repo: str, rebuild: bool, as_json: bool) -> dict[str, Any] | None:
+    """``routing.index`` (None: no daemon runs), showing the daemon's progress as an
+    in-process sync shows its own (a bar on a terminal, else a line on stderr every
+    GITRAG_PROGRESS_INTERVAL s): a thread polls the daemon's ``progress`` op every POLL_S
+    seconds while the request waits. A daemon without that op syncs silently, as before."""
+    from gitrag.daemon import routing
+    from gitrag.git.repo import GitRepo
+
+    if routing.progress(repo) is None:  # no daemon (or an older one): nothing to show
+        return routing.index(repo, rebuild)
+    done = threading.Event()
+
+    def poll(show: Callable[[str, int, int], None]) -> None:
+        last = None
+        while not done.wait(POLL_S):
+            info = routing.progress(repo)
+            if info is None:
+                return
+            now = (info.get("stage"), info.get("done"), info.get("total"))
+            if now[0] and now != last and isinstance(now[1], int) and isinstance(now[2], int):
+                show(*now)
+                last = now
+
+    with output.progress_bar(not as_json, f"indexing {GitRepo(repo).branch()}") as show:
+        poller = threading.Thread(target=poll, args=(show,), name="gitrag-index-progress", daemon=True)
+        poller.start()
+        try:
+            return routing.index(repo, rebuild)
+        finally:
+            done.set()
+            poller.join()
+
+
+def _print(s: IndexSummary) -> None:
+    head = f"{s.branch} @ {s.commit[:12]}"
+    if s.previous_commit == s.commit and not (s.points_upserted or s.points_deleted):
+        output.out.print(f"{head}: up to date ({s.chunks_total} chunks)")
+        return
+    output.out.print(
+        f"{head}: {s.files_indexed} files indexed, {s.files_skipped} skipped, {s.files_deleted} deleted; "
+        f"{s.chunks_total} chunks ({s.chunks_embedded} embedded, {s.chunks_reused} from cache); "
+        f"{s.points_upserted} points written, {s.points_deleted} deleted in {s.seconds:.1f}s"
+    )
+    if s.started_from:
+        output.out.print(f"  started from the index of branch {s.started_from!r}")
+    from gitrag.index.policy import reason_kind
+
+    reasons: dict[str, int] = {}  # per kind: per-file detail ("average line 428889 bytes") is in --json
+    for item in s.skipped:
+        kind = reason_kind(item["reason"])
+        reasons[kind] = reasons.get(kind, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        output.out.print(f"  skipped {n:>5}  {reason}")

@@ -1,0 +1,42 @@
+"""``gitrag related PATH:LINE``: the code most like the chunk at a location (gitrag.query.related)."""
+
+from __future__ import annotations
+
+from gitrag.errors import EXIT_OK, StoreError
+from gitrag.index.store import SearchFilter
+from gitrag.index.workspace import open_workspace
+from gitrag.surfaces import output
+
+
+def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tuple[str, ...], as_json: bool,
+            worktree: bool = True, offset: int = 0) -> int:
+    from gitrag.daemon import routing
+    from gitrag.query.related import parse_location, to_json
+    from gitrag.query.related import related as run
+    from gitrag.surfaces.commands.ask import _print
+
+    where, line = parse_location(location)
+    scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None
+    args = {"location": f"{where}:{line}", "k": k, "path": path, "lang": lang, "exclude": list(exclude),
+            "worktree": worktree, "offset": offset}
+    data = routing.related(repo, **args)
+    if data is None:  # no daemon: in-process
+        ws = open_workspace(repo)
+        try:
+            response, here = run(ws, where, line, k=k, scope=scope, worktree_overlay=worktree, offset=offset)
+            data = to_json(response, here)
+        except StoreError as exc:
+            data = routing.related(repo, **args) if routing.held_elsewhere(exc) else None
+            if data is None:
+                raise
+        finally:
+            ws.close()
+    if as_json:
+        output.emit_json(data)
+        return EXIT_OK
+    here = data["located"]
+    mark = "  [work tree]" if here.get("source") == "worktree" else ""
+    output.out.print(f"like {here['path']}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}",
+                     markup=False)
+    _print(routing.response_from_json(data))
+    return EXIT_OK

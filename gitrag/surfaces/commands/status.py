@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rich.cells import cell_len
+from rich.markup import escape
+
+from gitrag.daemon.status import collect
+from gitrag.errors import EXIT_OK
+from gitrag.index.workspace import open_workspace
+from gitrag.surfaces import output
+
+
+def status(repo: str, as_json: bool) -> int:
+    from gitrag.daemon import routing
+
+    data = routing.status(repo)  # None: no daemon runs
+    if data is None:
+        ws = open_workspace(repo)
+        try:
+            data = collect(ws)
+        finally:
+            ws.close()
+    if as_json:
+        output.emit_json(data)
+    else:
+        _print(data)
+    return EXIT_OK
+
+
+def _print(data: dict[str, Any]) -> None:
+    d = data["daemon"]
+    output.out.print(f"daemon: {'running, pid ' + str(d['pid']) if d['running'] else 'not running'}")
+    output.out.print(f"embedder: {data['embedder']['name']}   store: {data['store']['kind']}")
+    for repo in data["repos"]:
+        output.out.print(f"[bold]{escape(repo['path'])}[/]  ({repo['worktree_changes']} work-tree change(s) not indexed)")
+        for b in repo["branches"]:
+            mark = "*" if b["current"] else " "
+            head = str(b["head"])[:12] if b["head"] else "not checked out"
+            fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {head}"
+            size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
+            output.out.print(f" {mark} {escape(_pad(b['name'], 24))} {fresh:<40} {b['points']:>7} points  {size}")
+            if b["current"] and b.get("skipped"):
+                skipped = ", ".join(f"{n} {reason}" for reason, n in b["skipped"].items())
+                output.out.print(f"   skipped files: {skipped}", markup=False)
+        if not repo["branches"] and "head" in repo and repo["head"] is None:
+            output.out.print("   no commit yet: commit first (`git commit`); then `gitrag index`, or the hooks, index it")
+        elif not repo["branches"]:
+            output.out.print("   nothing indexed yet: run `gitrag index`")
+        output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}", markup=False)
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (a CJK character takes two)."""
+    return text + " " * max(0, width - cell_len(text))
