@@ -1,0 +1,438 @@
+"""A team's shared index (issue 25, docs/team.md): identity, publish, readers, the lease.
+
+Against qdrant-client's local mode (``path:``: the only server stand-in here), with real
+git clones in tmp dirs and one GITRAG_HOME per clone. Local mode's folder admits one client
+process at a time, so the publisher and the reader take turns, and the two writers at once
+share one client in one process (two threads)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitrag import config
+from gitrag.errors import ConfigError, TeamBusy
+from gitrag.index import mirror, publish, team
+from gitrag.index.embedders.hashing import HashEmbedder
+from gitrag.index.indexer import Indexer
+from gitrag.index.store.meta import MetaCollection
+from gitrag.index.workspace import open_workspace
+from gitrag.query import retrieval
+from gitrag.query import team as team_query
+from tests.gitutil import Repo
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ["where are sessions created", "parse_header", "how is the retry delay computed", "Router.add_route"]
+
+FILES = {
+    "src/proj/sessions.py": (
+        "class Session:\n    \"\"\"A client session.\"\"\"\n\n    def __init__(self, url):\n        self.url = url\n\n"
+        "    def close(self):\n        return None\n\n\ndef create_session(url):\n    return Session(url)\n"),
+    "src/proj/headers.py": (
+        "def parse_header(line):\n    name, _, value = line.partition(':')\n    return name.strip(), value.strip()\n\n\n"
+        "def format_header(name, value):\n    return f'{name}: {value}'\n"),
+    "src/proj/retry.py": (
+        "import time\n\n\ndef retry_delay(attempt, base=0.5):\n    \"\"\"Exponential backoff delay.\"\"\"\n"
+        "    return base * 2 ** attempt\n\n\ndef sleep_for(attempt):\n    time.sleep(retry_delay(attempt))\n"),
+    "src/proj/routing.py": (
+        "class Router:\n    def __init__(self):\n        self.routes = {}\n\n    def add_route(self, path, handler):\n"
+        "        self.routes[path] = handler\n\n    def match(self, path):\n        return self.routes.get(path)\n"),
+    "README.md": "# proj\n\nA small project with sessions, headers, retries and routing.\n",
+}
+
+
+class Counter:
+    """Counts the texts the hash embedder embeds (documents) and the questions it embeds."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.documents = 0
+        self.queries = 0
+        docs, query = HashEmbedder.embed_documents, HashEmbedder.embed_query
+
+        def embed_documents(emb: HashEmbedder, texts: list[str]) -> Any:
+            self.documents += len(texts)
+            return docs(emb, texts)
+
+        def embed_query(emb: HashEmbedder, text: str) -> Any:
+            self.queries += 1
+            return query(emb, text)
+
+        monkeypatch.setattr(HashEmbedder, "embed_documents", embed_documents)
+        monkeypatch.setattr(HashEmbedder, "embed_query", embed_query)
+
+
+@pytest.fixture
+def team_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """An origin with two commits, two clones (their remotes spelled two ways), a home
+    each, and a local-mode server folder."""
+    origin = Repo(tmp_path / "origin")
+    for rel, text in FILES.items():
+        origin.write(rel, text)
+    origin.commit("first")
+    origin.write("src/proj/headers.py", FILES["src/proj/headers.py"] + "\n\ndef header_names(lines):\n"
+                 "    return [parse_header(x)[0] for x in lines]\n")
+    origin.commit("second")
+    clones = []
+    for name, url in (("alice", "git@example.invalid:team/proj.git"), ("bob", "https://ci@example.invalid/team/proj/")):
+        subprocess.run(["git", "clone", "-q", str(origin.path), str(tmp_path / name)], check=True, capture_output=True)
+        clone = Repo.__new__(Repo)
+        clone.path = tmp_path / name
+        clone.git("config", "commit.gpgsign", "false")
+        clone.git("remote", "set-url", "origin", url)
+        clones.append(clone)
+    server = f"path:{tmp_path / 'qdrant'}"
+    monkeypatch.setenv("GITRAG_TEAM_URL", server)
+    monkeypatch.setenv("GITRAG_TEAM_LEASE_SECONDS", "60")
+    return {"origin": origin, "writer": clones[0], "reader": clones[1], "server": server,
+            "homes": (tmp_path / "home-writer", tmp_path / "home-reader"), "tmp": tmp_path}
+
+
+def _as(monkeypatch: pytest.MonkeyPatch, home: Path, role: str = "reader") -> config.Settings:
+    monkeypatch.setenv("GITRAG_HOME", str(home))
+    monkeypatch.setenv("GITRAG_TEAM_ROLE", role)
+    return config.load_settings()
+
+
+def _publish(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, clone: Repo | None = None,
+             **kw: Any) -> publish.PublishSummary:
+    settings = _as(monkeypatch, env["homes"][0], "writer")
+    ws = open_workspace((clone or env["writer"]).path)
+    server = team.open_server(settings)
+    try:
+        Indexer(ws).sync()
+        return publish.publish(ws, server, settings, **kw)
+    finally:
+        server.close()
+        ws.close()
+
+
+def _answers(response: Any) -> list[tuple[str, int, int, str, str, float]]:
+    return [(r.path, r.start_line, r.end_line, r.symbol, r.snippet, round(r.score, 4)) for r in response.results]
+
+
+def _local_answers(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    _as(monkeypatch, env["homes"][0], "writer")
+    ws = open_workspace(env["writer"].path)
+    try:
+        return {q: _answers(retrieval.ask(ws, q, k=5)) for q in QUESTIONS}
+    finally:
+        ws.close()
+
+
+def _team_ask(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, question: str, clone: Repo | None = None,
+              **kw: Any) -> tuple[Any, list[str]]:
+    settings = _as(monkeypatch, env["homes"][1])
+    notices: list[str] = []
+    ws = open_workspace((clone or env["reader"]).path)
+    try:
+        return team_query.ask(ws, settings, question, notices.append, k=5, **kw), notices
+    finally:
+        ws.close()
+
+
+def _server_ids(env: dict[str, Any], collection: str, tag: str | None) -> set[str]:
+    from gitrag.index.store.server import ServerStore
+
+    store = ServerStore(env["server"])
+    try:
+        return store.ids(collection, branch=tag)
+    finally:
+        store.close()
+
+
+# -- identity ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", ["git@github.com:Team/Proj.git", "https://github.com/Team/Proj",
+                                 "https://user:pw@GitHub.com/Team/Proj.git/", "ssh://git@github.com:22/Team/Proj.git",
+                                 "git://github.com/Team/Proj"])
+def test_remote_spellings_normalise_alike(url: str) -> None:
+    assert team.normalise_remote(url) == "github.com/Team/Proj"
+
+
+def test_two_clones_agree_on_the_team_id_and_a_fork_does_not(team_env: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.git.repo import GitRepo
+
+    settings = config.load_settings()
+    a, b = (team.team_id(GitRepo(c.path), settings) for c in (team_env["writer"], team_env["reader"]))
+    assert a == b and len(a) == 16
+    team_env["reader"].git("remote", "set-url", "origin", "https://example.invalid/someone-else/proj.git")
+    assert team.team_id(GitRepo(team_env["reader"].path), settings) != a
+    monkeypatch.setenv("GITRAG_TEAM_REPO_ID", "proj-main")
+    assert team.team_id(GitRepo(team_env["reader"].path), config.load_settings()) == "proj-main"
+    monkeypatch.setenv("GITRAG_TEAM_REPO_ID", "no spaces/allowed")
+    with pytest.raises(ConfigError):
+        team.team_id(GitRepo(team_env["reader"].path), config.load_settings())
+    name = team.collection_name(a, "hash-fp", "pipe-1")
+    assert name.startswith(f"gitrag_{a}_") and name != team.collection_name(a, "hash-fp", "pipe-2") \
+        and name != team.collection_name(a, "other-fp", "pipe-1")
+
+
+def test_a_repository_file_cannot_point_at_a_team_server(team_env: dict[str, Any],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITRAG_TEAM_URL")
+    team_env["reader"].write(".gitrag.toml", 'team_url = "https://evil.invalid:6333"\nteam_role = "writer"\n')
+    settings = config.load_settings(team_env["reader"].path)
+    assert settings.team_url == "" and settings.team_role == "reader"
+    monkeypatch.setenv("GITRAG_TEAM_ROLE", "admin")
+    with pytest.raises(ConfigError, match="reader, writer"):
+        config.load_settings()
+
+
+# -- publish and read --------------------------------------------------------------------
+
+def test_a_second_clone_answers_from_the_server_identically_without_embedding(
+        team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    done = _publish(team_env, monkeypatch)
+    assert done.points > 0 and done.points_upserted == done.points and done.generation == 1
+    want = _local_answers(team_env, monkeypatch)
+    count = Counter(monkeypatch)
+    for q in QUESTIONS:
+        got, notices = _team_ask(team_env, monkeypatch, q)
+        assert notices == [] and got is not None
+        assert _answers(got) == want[q], q
+        assert got.team["published_commit"] == team_env["writer"].head() and got.team["commits_ahead"] == 0
+        assert got.freshness.commit == got.freshness.head
+    assert count.documents == 0  # nothing embedded but the questions
+    assert count.queries == len(QUESTIONS)
+    # the reader indexed nothing of its own: its home holds no local collection
+    assert not list((team_env["homes"][1] / "data").glob("*/qdrant/g*"))
+    # a second ask copies nothing again (the published generation is unchanged)
+    got, _ = _team_ask(team_env, monkeypatch, QUESTIONS[0])
+    assert got.team["pulled_paths"] == 0
+
+
+def test_a_republish_writes_only_the_difference_and_readers_follow(team_env: dict[str, Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _publish(team_env, monkeypatch)
+    _team_ask(team_env, monkeypatch, QUESTIONS[0])  # the reader's copy at generation 1
+    w = team_env["writer"]
+    w.write("src/proj/retry.py", FILES["src/proj/retry.py"].replace("base * 2 ** attempt", "min(30, base * 3 ** attempt)"))
+    w.git("rm", "-q", "README.md")
+    w.commit("tune retry")
+    second = _publish(team_env, monkeypatch)
+    assert second.generation == 2 and second.previous_commit == first.commit
+    assert 0 < second.points_upserted < first.points and second.points_deleted > 0
+    tag = publish.branch_tag("main")
+    settings = _as(monkeypatch, team_env["homes"][0], "writer")
+    ws = open_workspace(w.path)
+    try:
+        local = {r.point_id for r in ws.state.points("main")}
+    finally:
+        ws.close()
+    assert _server_ids(team_env, second.collection, tag) == local
+    team_env["reader"].git("pull", "-q", str(team_env["writer"].path), "main")
+    got, _ = _team_ask(team_env, monkeypatch, "retry delay")
+    assert got.team["generation"] == 2 and 0 < got.team["pulled_paths"] <= 2
+    assert all(r.path != "README.md" for r in got.results)
+    assert "3 ** attempt" in next(r.snippet for r in got.results if r.path == "src/proj/retry.py")
+    del settings
+
+
+def test_a_reader_with_unpublished_commits_answers_from_the_server_and_its_overlay(
+        team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    _publish(team_env, monkeypatch)
+    r = team_env["reader"]
+    r.write("src/proj/quota.py", "def unpublished_quota_limit(user):\n    return 42 if user else 0\n")
+    r.write("src/proj/headers.py", "def parse_header(line):\n    return tuple(line.split('=', 1))\n")
+    r.commit("local work")
+    got, notices = _team_ask(team_env, monkeypatch, "unpublished_quota_limit")
+    assert notices == []
+    assert got.results[0].path == "src/proj/quota.py" and got.results[0].source == "worktree"
+    assert got.team["commits_ahead"] == 1 and got.team["local_overlay"] is True
+    assert got.freshness.commit == team_env["writer"].head() and got.freshness.head == r.head()
+    assert got.to_json()["team"]["commits_ahead"] == 1
+    hdr, _ = _team_ask(team_env, monkeypatch, "parse_header")
+    header_hits = [x for x in hdr.results if x.path == "src/proj/headers.py"]
+    assert header_hits and all(x.source == "worktree" for x in header_hits)  # the published version is hidden
+    assert "split('='" in header_hits[0].snippet
+
+
+def test_an_unreachable_server_is_one_line_and_the_local_index_answers(team_env: dict[str, Any],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRAG_TEAM_URL", "http://127.0.0.1:9")
+    got, notices = _team_ask(team_env, monkeypatch, QUESTIONS[0])
+    assert got is None and len(notices) == 1 and "\n" not in notices[0]
+    assert "team server not used" in notices[0] and "GITRAG_TEAM_URL" in notices[0]
+    assert "answering from the local index" in notices[0]
+    # the CLI: that line on stderr, then the local index's answer (exit 0)
+    cli_env = {**os.environ, "GITRAG_HOME": str(team_env["homes"][1])}
+    subprocess.run([sys.executable, "-m", "gitrag", "index", "--repo", str(team_env["reader"].path)], env=cli_env,
+                   check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "ask", "--no-answer", "--json", "--repo",
+                           str(team_env["reader"].path), "parse_header"], env=cli_env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '"team": null' in proc.stdout and "src/proj/headers.py" in proc.stdout
+    assert sum("team server not used" in line for line in proc.stderr.splitlines()) == 1
+
+
+def test_nothing_published_falls_back_in_one_line(team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    got, notices = _team_ask(team_env, monkeypatch, QUESTIONS[0])
+    assert got is None and len(notices) == 1 and "nothing is published" in notices[0]
+
+
+def test_a_reader_role_cannot_publish(team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    cli_env = {**os.environ, "GITRAG_HOME": str(team_env["homes"][1]), "GITRAG_TEAM_ROLE": "reader"}
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--publish", "--repo", str(team_env["reader"].path)],
+                          env=cli_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "GITRAG_TEAM_ROLE=writer" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- one writer at a time ----------------------------------------------------------------
+
+def test_two_writers_at_once_one_refuses_in_one_line_and_nothing_is_corrupted(
+        team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clones publish at the same moment through one client (local mode admits one
+    process): exactly one publishes, the other refuses with one line; then with --wait
+    both publish, one after the other."""
+    other = team_env["reader"]
+    other.git("checkout", "-q", "-b", "feature")
+    other.write("src/proj/feature.py", "def feature_flag(name):\n    return name.startswith('ff_')\n")
+    other.commit("feature")
+    settings = _as(monkeypatch, team_env["homes"][0], "writer")
+    wa = open_workspace(team_env["writer"].path)
+    Indexer(wa).sync()
+    monkeypatch.setenv("GITRAG_HOME", str(team_env["homes"][1]))
+    wb = open_workspace(other.path)
+    Indexer(wb).sync()
+    server = team.open_server(settings)
+    try:
+        for wait in (0.0, 60.0):
+            start = threading.Barrier(2)
+            outcome: dict[str, Any] = {}
+
+            def run(name: str, ws: Any, wait: float = wait, start: threading.Barrier = start,
+                    outcome: dict[str, Any] = outcome) -> None:
+                start.wait()
+                try:
+                    outcome[name] = publish.publish(ws, server, settings, wait=wait)
+                except TeamBusy as exc:
+                    outcome[name] = exc
+
+            threads = [threading.Thread(target=run, args=("main", wa)), threading.Thread(target=run, args=("feature", wb))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            busy = [v for v in outcome.values() if isinstance(v, TeamBusy)]
+            if wait == 0.0:
+                assert len(busy) == 1, outcome
+                assert "another writer is publishing" in str(busy[0]) and "\n" not in str(busy[0])
+                assert "--wait" in str(busy[0])
+            else:
+                assert busy == [], outcome
+        coll = next(v.collection for v in outcome.values())
+        for ws, name in ((wa, "main"), (wb, "feature")):
+            want = {r.point_id for r in ws.state.points(name)}
+            assert server.ids(coll, branch=publish.branch_tag(name)) == want
+        meta = MetaCollection(server, coll)
+        assert meta.find(kind="journal") == {} and meta.get_one(team.LEASE) is None
+    finally:
+        server.close()
+        wa.close()
+        wb.close()
+
+
+_KILLED_WRITER = """
+import sys, time
+from gitrag import config
+from gitrag.index import publish, team
+from gitrag.index.indexer import Indexer
+from gitrag.index.store import server as server_mod
+from gitrag.index.workspace import open_workspace
+
+real = server_mod.ServerStore.upsert
+def upsert(self, name, points):
+    real(self, name, points)
+    if not name.endswith("_meta"):
+        print("UPSERTED", flush=True)
+        time.sleep(600)
+server_mod.ServerStore.upsert = upsert
+settings = config.load_settings()
+ws = open_workspace(sys.argv[1])
+Indexer(ws).sync()
+publish.publish(ws, team.open_server(settings), settings)
+"""
+
+
+def test_a_writer_killed_mid_publish_is_repaired_by_the_next(team_env: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _publish(team_env, monkeypatch)
+    w = team_env["writer"]
+    old_retry = FILES["src/proj/retry.py"]
+    w.write("src/proj/retry.py", old_retry.replace("0.5", "0.25") + "\n\ndef jitter():\n    return 0.1\n")
+    w.write("src/proj/extra.py", "def extra_helper():\n    return 'extra'\n")
+    w.commit("second round")
+    env = {**os.environ, "GITRAG_HOME": str(team_env["homes"][0]), "GITRAG_TEAM_ROLE": "writer",
+           "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(w.path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        line = ""
+        while "UPSERTED" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert "UPSERTED" in line, proc.stderr.read() if proc.stderr else ""
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    # the half-written publish: its new points are on the server, its journal and lease remain
+    from gitrag.index.store.server import ServerStore
+
+    store = ServerStore(team_env["server"])
+    try:
+        meta = MetaCollection(store, first.collection)
+        assert meta.find(kind="journal") and meta.get_one(team.LEASE) is not None
+        assert meta.get_one(publish.branch_record_id("main"))["commit"] == first.commit
+        stray = store.ids(first.collection, branch=publish.branch_tag("main"))
+    finally:
+        store.close()
+    # a reader meanwhile still answers from the last complete publish
+    got, _ = _team_ask(team_env, monkeypatch, "extra_helper")
+    assert got.team["published_commit"] == first.commit
+    assert all(r.path != "src/proj/extra.py" or r.source == "worktree" for r in got.results)
+    # the next writer: the retry change reverted, so only the journal says its points are stale
+    w.write("src/proj/retry.py", old_retry)
+    w.commit("revert retry")
+    again = _publish(team_env, monkeypatch)
+    assert again.took_over is not None and again.paths_repaired >= 2
+    settings = _as(monkeypatch, team_env["homes"][0], "writer")
+    ws = open_workspace(w.path)
+    try:
+        want = {r.point_id for r in ws.state.points("main")}
+    finally:
+        ws.close()
+    ids = _server_ids(team_env, first.collection, publish.branch_tag("main"))
+    assert ids == want and stray - want  # the dead writer's points of the reverted file are gone
+    store = ServerStore(team_env["server"])
+    try:
+        meta = MetaCollection(store, first.collection)
+        assert meta.find(kind="journal") == {} and len(meta.find(kind="files")) == 1
+        assert store.ids(first.collection) == want  # no point outside a published manifest is left
+    finally:
+        store.close()
+    got, _ = _team_ask(team_env, monkeypatch, "retry delay", clone=w)
+    assert got.team["commits_ahead"] == 0 and got.team["generation"] == 2
+    del settings
+
+
+def test_mirror_picks_the_nearest_published_branch_for_an_unpublished_one(team_env: dict[str, Any],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _publish(team_env, monkeypatch)
+    r = team_env["reader"]
+    r.git("checkout", "-q", "-b", "topic")
+    got, notices = _team_ask(team_env, monkeypatch, "parse_header")
+    assert notices == [] and got.team["published_branch"] == "main" and got.freshness.branch == "topic"
+    assert got.results and got.results[0].path == "src/proj/headers.py"
+
