@@ -436,3 +436,63 @@ def test_mirror_picks_the_nearest_published_branch_for_an_unpublished_one(team_e
     assert notices == [] and got.team["published_branch"] == "main" and got.freshness.branch == "topic"
     assert got.results and got.results[0].path == "src/proj/headers.py"
 
+
+
+def test_tls_and_the_api_key_reach_qdrant_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The team settings become qdrant-client's https address, ``api-key`` header and the
+    CA bundle its HTTP client verifies with (no request is made); a bundle that is no PEM is
+    one line naming the setting."""
+    ca = tmp_path / "ca.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "k.pem"),
+                           "-out", str(ca), "-days", "1", "-subj", "/CN=qdrant.test"], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip("openssl cannot make a certificate here")
+    monkeypatch.setenv("GITRAG_TEAM_URL", "https://qdrant.test:6333")
+    monkeypatch.setenv("GITRAG_TEAM_API_KEY", "secret-key")
+    monkeypatch.setenv("GITRAG_TEAM_CA_CERT", str(ca))
+    store = team.open_server(config.load_settings())
+    try:
+        remote = store._client._client
+        assert remote.rest_uri == "https://qdrant.test:6333"
+        assert remote._rest_headers["api-key"] == "secret-key"
+        import ssl
+
+        verify = remote._rest_args["verify"]
+        assert isinstance(verify, ssl.SSLContext) and verify.verify_mode == ssl.CERT_REQUIRED
+        assert any(("commonName", "qdrant.test") in rdn for c in verify.get_ca_certs() for rdn in c["subject"])
+    finally:
+        store.close()
+    (tmp_path / "bad.pem").write_text("not a certificate\n")
+    monkeypatch.setenv("GITRAG_TEAM_CA_CERT", str(tmp_path / "bad.pem"))
+    with pytest.raises(ConfigError, match="team_ca_cert .* is not a PEM CA bundle"):
+        team.open_server(config.load_settings())
+
+
+def test_the_cli_publishes_and_a_second_home_answers_with_the_team_field(team_env: dict[str, Any]) -> None:
+    """``gitrag index --publish --json`` in the writer's home, then ``gitrag ask --json`` in
+    the reader's: the same ranked results, ``team`` filled in, the freshness line says so."""
+    base = {**os.environ, "GITRAG_TEAM_URL": team_env["server"]}
+    writer = {**base, "GITRAG_HOME": str(team_env["homes"][0]), "GITRAG_TEAM_ROLE": "writer"}
+    reader = {**base, "GITRAG_HOME": str(team_env["homes"][1]), "GITRAG_TEAM_ROLE": "reader"}
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--publish", "--json", "--repo",
+                           str(team_env["writer"].path)], env=writer, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)
+    assert done["publish"]["generation"] == 1 and done["publish"]["points"] == done["chunks_total"]
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--publish", "--repo", str(team_env["writer"].path)],
+                          env=writer, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and "published main @" in proc.stdout and "0 written" in proc.stdout
+    ask = [sys.executable, "-m", "gitrag", "ask", "--no-answer", "--json", "parse_header", "--repo"]
+    local = subprocess.run(ask + [str(team_env["writer"].path)], env={**writer, "GITRAG_TEAM_URL": ""},
+                           capture_output=True, text=True, timeout=180)
+    got = subprocess.run(ask + [str(team_env["reader"].path)], env=reader, capture_output=True, text=True, timeout=180)
+    assert local.returncode == 0 and got.returncode == 0, got.stderr
+    mine, theirs = json.loads(local.stdout), json.loads(got.stdout)
+    assert theirs["team"]["published_commit"] == done["commit"] and mine["team"] is None
+    strip = [{k: v for k, v in r.items()} for r in theirs["results"]]
+    assert strip == mine["results"]
+    text = subprocess.run(ask[:4] + ["parse_header", "--repo", str(team_env["reader"].path)], env=reader,
+                          capture_output=True, text=True, timeout=180)
+    assert "answered from the team server (main published at" in text.stdout + text.stderr

@@ -123,8 +123,16 @@ def collection_name(team: str, fingerprint: str, pipeline: str) -> str:
 def open_server(settings: Settings) -> ServerStore:
     """The team server's client (``team_url``, ``team_api_key``, ``team_ca_cert``). Raises
     StoreError (one line naming GITRAG_TEAM_URL) when qdrant-client refuses the address."""
-    if settings.team_ca_cert and not Path(settings.team_ca_cert).is_file():
-        raise ConfigError(f"team_ca_cert {settings.team_ca_cert!r} is not a file; give the PEM bundle of your CA")
+    if settings.team_ca_cert:
+        import ssl
+
+        if not Path(settings.team_ca_cert).is_file():
+            raise ConfigError(f"team_ca_cert {settings.team_ca_cert!r} is not a file; give the PEM bundle of your CA")
+        try:
+            ssl.create_default_context(cafile=settings.team_ca_cert)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ConfigError(f"team_ca_cert {settings.team_ca_cert!r} is not a PEM CA bundle ({exc}); give the PEM "
+                              f"bundle of the CA that signed the server's certificate") from None
     store = ServerStore(settings.team_url, api_key=settings.team_api_key or None,
                         ca_cert=settings.team_ca_cert or None, timeout=CONNECT_TIMEOUT)
     store.url_var, store.key_var = "GITRAG_TEAM_URL (team_url)", "GITRAG_TEAM_API_KEY (team_api_key)"

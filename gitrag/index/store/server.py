@@ -40,7 +40,11 @@ def _client(url: str, api_key: str | None, ca_cert: str | None = None,
         return QdrantClient(location=":memory:"), True
     if url.startswith("path:"):
         return QdrantClient(path=url[len("path:") :]), True
-    extra: dict[str, Any] = {"verify": ca_cert} if ca_cert else {}
+    extra: dict[str, Any] = {}
+    if ca_cert:  # httpx verifies with this context (a path string there is deprecated)
+        import ssl
+
+        extra["verify"] = ssl.create_default_context(cafile=ca_cert)
     return QdrantClient(url=url, api_key=api_key, check_compatibility=False, timeout=timeout, **extra), False
 
 
