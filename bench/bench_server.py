@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,12 +59,12 @@ def run(store: Store, name: str, points: list[PointRecord], qs: list, dim: int, 
                                        f"payloads of {CANDIDATES}": [], "hybrid RRF 10": []}
     for j, (dense, sparse) in enumerate(qs):
         calls: list[tuple[str, Callable[[], object]]] = [
-            ("dense 300, no payload", lambda: store.search(name, dense=dense, sparse=None, limit=DEPTH, branch=TAG,
-                                                          with_payload=False)),
-            ("sparse 300, no payload", lambda: store.search(name, dense=None, sparse=sparse, limit=DEPTH, branch=TAG,
-                                                           with_payload=False)),
-            (f"payloads of {CANDIDATES}", lambda: store.payloads(name, ids[j : j + CANDIDATES])),
-            ("hybrid RRF 10", lambda: store.search(name, dense=dense, sparse=sparse, limit=10, branch=TAG)),
+            ("dense 300, no payload", partial(store.search, name, dense=dense, sparse=None, limit=DEPTH, branch=TAG,
+                                              with_payload=False)),
+            ("sparse 300, no payload", partial(store.search, name, dense=None, sparse=sparse, limit=DEPTH, branch=TAG,
+                                               with_payload=False)),
+            (f"payloads of {CANDIDATES}", partial(store.payloads, name, ids[j : j + CANDIDATES])),
+            ("hybrid RRF 10", partial(store.search, name, dense=dense, sparse=sparse, limit=10, branch=TAG)),
         ]
         for label, call in calls:
             t = time.perf_counter()

@@ -91,3 +91,9 @@ class TeamBusy(GitragError):
 class TeamUnavailable(GitragError):
     """The team server cannot be used for this question (unreachable, refused, nothing
     published for this branch and embedder): the caller falls back to the local index."""
+
+
+class TeamPartsGone(StoreError):
+    """A team branch record names manifest parts that are not (or no longer) on the server:
+    a publish switched generations while a reader read (it reads again), or the records
+    are damaged (the writer publishes again)."""

@@ -20,7 +20,7 @@ import pytest
 
 from gitrag import config
 from gitrag.errors import ConfigError, TeamBusy
-from gitrag.index import mirror, publish, team
+from gitrag.index import publish, team
 from gitrag.index.embedders.hashing import HashEmbedder
 from gitrag.index.indexer import Indexer
 from gitrag.index.store.meta import MetaCollection

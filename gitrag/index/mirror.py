@@ -26,7 +26,7 @@ from typing import Any
 
 from gitrag import config
 from gitrag.config import Settings
-from gitrag.errors import TeamUnavailable
+from gitrag.errors import TeamPartsGone, TeamUnavailable
 from gitrag.index import publish as pub
 from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
@@ -90,12 +90,18 @@ def open_mirror(ws: Workspace, server: ServerStore, settings: Settings) -> Mirro
     if not server.has_collection(coll) or not meta.exists():
         raise TeamUnavailable(f"nothing is published on the team server {server.url} for this repository with this "
                               f"embedder and pipeline (collection {coll}); publish with `gitrag index --publish`")
-    records = {r["branch"]: r for r in meta.find(kind="branch").values()}
-    rec = _pick(ws, records, name)
     folder = config.private_mkdir(Path(ws.data_dir) / "team" / coll)
     state = State(folder, cache_path=ws.state.cache.path)
     try:
-        pulled = _pull(state, server, meta, coll, name, rec)
+        for attempt in (1, 2):
+            records = {r["branch"]: r for r in meta.find(kind="branch").values()}
+            rec = _pick(ws, records, name)
+            try:
+                pulled = _pull(state, server, meta, coll, name, rec)
+                break
+            except TeamPartsGone:  # a publish switched generations while we read: read the new one
+                if attempt == 2:
+                    raise
     except BaseException:
         state.close()
         raise

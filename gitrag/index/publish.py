@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gitrag.config import Settings
-from gitrag.errors import NotIndexed, StoreError
+from gitrag.errors import NotIndexed, StoreError, TeamPartsGone
 from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.state import branch_tag
@@ -91,7 +91,7 @@ def manifest_of(meta: MetaCollection, record: dict[str, Any]) -> Manifest:
     name, gen, parts = record["branch"], int(record["gen"]), int(record["parts"])
     got = meta.get(part_id(name, gen, i) for i in range(parts))
     if len(got) != parts:
-        raise StoreError(f"{meta.name}: branch {name!r} names {parts} manifest parts, {len(got)} exist; "
+        raise TeamPartsGone(f"{meta.name}: branch {name!r} names {parts} manifest parts, {len(got)} exist; "
                          f"run `gitrag index --publish` on the writer to publish it again")
     out: Manifest = {}
     for payload in got.values():
@@ -120,8 +120,12 @@ def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: flo
     name = ws.repo.branch()
     head = ws.repo.require_head()
     b = ws.state.branch(name)
-    if b is None or b.indexed_commit != head or ws.state.journal_paths(name):
+    if b is None or b.indexed_commit != head:
         raise NotIndexed(f"branch {name!r} is not indexed at HEAD; run `gitrag index` before publishing")
+    left = ws.state.journal_paths(name)
+    if left:  # chunks that failed to embed: a reader would miss them
+        raise NotIndexed(f"branch {name!r} has {len(left)} path(s) left to redo (chunks that failed to embed); "
+                         f"run `gitrag index` again before publishing")
     pipeline = Indexer(ws).pipeline
     coll = team.collection_name(team.team_id(ws.repo, settings, ws.data_dir), b.fingerprint, pipeline)
     summary = PublishSummary(server.url, coll, name, head)
