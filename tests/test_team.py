@@ -496,3 +496,31 @@ def test_the_cli_publishes_and_a_second_home_answers_with_the_team_field(team_en
     text = subprocess.run(ask[:4] + ["parse_header", "--repo", str(team_env["reader"].path)], env=reader,
                           capture_output=True, text=True, timeout=180)
     assert "answered from the team server (main published at" in text.stdout + text.stderr
+
+
+def test_the_lease_of_another_host_is_waited_for_until_it_expires_then_taken_over() -> None:
+    """A live lease of another machine refuses in one line (or is waited for); an expired
+    one is taken over (and named); a writer whose lease was taken stops at its check."""
+    from gitrag.index.store.server import ServerStore
+
+    store = ServerStore(":memory:")
+    try:
+        meta = MetaCollection(store, "gitrag_leasetest_00000000_00000000")
+        meta.ensure()
+        meta.put({team.LEASE: {"kind": "lease", "token": "other", "host": "ci-runner-7", "pid": 1,
+                               "expires": time.time() + 1.5}})
+        with pytest.raises(TeamBusy, match=r"ci-runner-7 pid 1, lease for \d+ more s.*--wait"):
+            team.acquire(meta, 60, wait=0)
+        notices: list[str] = []
+        t0 = time.monotonic()
+        lease = team.acquire(meta, 60, wait=30, notice=notices.append)  # waits out the 1.5 s
+        assert 1.0 < time.monotonic() - t0 < 20 and len(notices) == 1 and "waiting" in notices[0]
+        assert lease.took_over is not None and lease.took_over["host"] == "ci-runner-7"
+        team.check(meta, lease)
+        meta.put({team.LEASE: {**lease.record, "token": "thief"}})  # it expired and another writer took it
+        with pytest.raises(TeamBusy, match="lost its lease"):
+            team.check(meta, lease)
+        team.release(meta, lease)  # not ours any more: left alone
+        assert meta.get_one(team.LEASE)["token"] == "thief"
+    finally:
+        store.close()
