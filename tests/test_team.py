@@ -133,7 +133,8 @@ def _team_ask(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, question: st
     notices: list[str] = []
     ws = open_workspace((clone or env["reader"]).path)
     try:
-        return team_query.ask(ws, settings, question, notices.append, k=5, **kw), notices
+        kw.setdefault("k", 5)
+        return team_query.ask(ws, settings, question, notices.append, **kw), notices
     finally:
         ws.close()
 
@@ -368,6 +369,7 @@ publish.publish(ws, team.open_server(settings), settings)
 def test_a_writer_killed_mid_publish_is_repaired_by_the_next(team_env: dict[str, Any],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     first = _publish(team_env, monkeypatch)
+    _team_ask(team_env, monkeypatch, "retry delay")  # the reader's copy at generation 1
     w = team_env["writer"]
     old_retry = FILES["src/proj/retry.py"]
     w.write("src/proj/retry.py", old_retry.replace("0.5", "0.25") + "\n\ndef jitter():\n    return 0.1\n")
@@ -398,9 +400,10 @@ def test_a_writer_killed_mid_publish_is_repaired_by_the_next(team_env: dict[str,
         stray = store.ids(first.collection, branch=publish.branch_tag("main"))
     finally:
         store.close()
-    # a reader meanwhile still answers from the last complete publish
-    got, _ = _team_ask(team_env, monkeypatch, "extra_helper")
-    assert got.team["published_commit"] == first.commit
+    # a reader meanwhile still answers from the last complete publish, also when it asks for
+    # more results than there are points (the count check knows a publish is under way)
+    got, notices = _team_ask(team_env, monkeypatch, "extra_helper", k=100)
+    assert notices == [] and got.team["published_commit"] == first.commit
     assert all(r.path != "src/proj/extra.py" or r.source == "worktree" for r in got.results)
     # the next writer: the retry change reverted, so only the journal says its points are stale
     w.write("src/proj/retry.py", old_retry)

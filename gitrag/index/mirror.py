@@ -120,6 +120,7 @@ def _pull(state: State, server: ServerStore, meta: MetaCollection, coll: str, na
     row = state.db.execute("SELECT value FROM meta WHERE key=?", (_key(name),)).fetchone()
     have = state.branch(name)
     if row is not None and row[0] == stamp and have is not None:
+        _mark_writing(state, meta, name)
         return 0
     manifest = pub.manifest_of(meta, rec)
     known = state.files(name) if have is not None and have.root == rec["branch"] else {}
@@ -156,9 +157,23 @@ def _pull(state: State, server: ServerStore, meta: MetaCollection, coll: str, na
     state.commit_paths(name, updates, rec["commit"], rec["pipeline"])
     with state.transaction() as db:
         db.execute("INSERT OR REPLACE INTO meta VALUES(?,?)", (_key(name), stamp))
-        if pub._journal(meta):  # a publish is writing the points: counts may differ until it commits
-            db.execute("INSERT OR IGNORE INTO journal VALUES(?,?)", (name, "(team publish under way)"))
+    _mark_writing(state, meta, name)
     return len(changed)
+
+
+_WRITING = "(team publish under way)"
+
+
+def _mark_writing(state: State, meta: MetaCollection, name: str) -> None:
+    """A journal row in the copy while the server has a publish's journal (one under way, or
+    a dead writer's not yet repaired): the points of its paths may differ from the published
+    manifest until it commits, so gitrag.index.integrity.check_count does not count them."""
+    writing = bool(pub.journal_of(meta))
+    with state.transaction() as db:
+        if writing:
+            db.execute("INSERT OR IGNORE INTO journal VALUES(?,?)", (name, _WRITING))
+        else:
+            db.execute("DELETE FROM journal WHERE branch=? AND path=?", (name, _WRITING))
 
 
 def _graphs(state: State, meta: MetaCollection, files: list[tuple[str, str]]) -> list[tuple[str, str, dict[str, Any]]]:

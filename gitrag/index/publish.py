@@ -100,7 +100,7 @@ def manifest_of(meta: MetaCollection, record: dict[str, Any]) -> Manifest:
     return out
 
 
-def _journal(meta: MetaCollection) -> dict[str, dict[str, Any]]:
+def journal_of(meta: MetaCollection) -> dict[str, dict[str, Any]]:
     return meta.find(kind="journal")
 
 
@@ -147,7 +147,7 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
              b: Any, pipeline: str, coll: str, summary: PublishSummary,
              progress: Callable[[str, int, int], None] | None) -> None:
     name = b.name
-    journal = _journal(meta)
+    journal = journal_of(meta)
     journaled = {p for rec in journal.values() for p in rec.get("paths", ())}
     records = {r["branch"]: r for r in meta.find(kind="branch").values()}
     if journal:  # a writer died: parts of a generation no record names are its leftovers
@@ -230,7 +230,7 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
     old_gen = records.get(name, {})
     if old_gen:
         meta.delete(part_id(name, int(old_gen["gen"]), i) for i in range(int(old_gen["parts"])))
-    meta.delete(_journal(meta))
+    meta.delete(journal_of(meta))
 
 
 def _put_symbols(ws: Workspace, meta: MetaCollection, branch: str, paths: list[str]) -> None:
