@@ -527,3 +527,23 @@ def test_the_lease_of_another_host_is_waited_for_until_it_expires_then_taken_ove
         assert meta.get_one(team.LEASE)["token"] == "thief"
     finally:
         store.close()
+
+
+def test_a_reader_never_writes_to_the_server(team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a read-only API key allows is all a reader does: with every write of the client
+    refused, it still answers (its copy, the question and its overlay need reads only)."""
+    _publish(team_env, monkeypatch)
+    from gitrag.index.store.server import ServerStore
+
+    def refused(*args: Any, **kw: Any) -> None:
+        raise AssertionError("a reader wrote to the team server")
+
+    for name in ("create_collection", "drop_collection", "upsert", "delete", "delete_path", "set_payload",
+                 "set_payload_of"):
+        monkeypatch.setattr(ServerStore, name, refused)
+    for name in ("ensure", "put", "delete", "drop"):
+        monkeypatch.setattr(MetaCollection, name, refused)
+    team_env["reader"].write("src/proj/local.py", "def local_only():\n    return 1\n")
+    got, notices = _team_ask(team_env, monkeypatch, "parse_header")
+    assert notices == [] and got is not None and got.results[0].path == "src/proj/headers.py"
+    assert got.team["local_overlay"] is True
