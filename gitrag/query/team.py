@@ -43,13 +43,21 @@ def team_info(m: mirror.Mirror, ws: Workspace, response: AskResponse | None = No
 
 def _read_history(m: mirror.Mirror) -> None:
     """This clone's commit history to HEAD beside the copy (the ranking's ``history`` stage
-    reads it, as a writer's does): read from git, at most MIN_BUDGET_S a question (the rest
-    next time); a failure is logged, never fatal (gitrag.query.history.sync_branch)."""
+    reads it, as a writer's does): read from git, all of it the first time (a writer's sync
+    read it too: the same history, the same ranking), then at most MIN_BUDGET_S a question;
+    a failure is logged, never fatal (gitrag.query.history.sync_branch)."""
     from gitrag.query import history
 
     head = m.ws.repo.head()
-    if head is not None:
-        history.sync_branch(m.ws, m.ws.repo.branch(), head, code_seconds=history.MIN_BUDGET_S / history.BUDGET_SHARE)
+    if head is None:
+        return
+    try:
+        with history.open_index(m.ws) as hist:
+            first = not hist.has_commits()
+    except Exception:  # noqa: BLE001 - the history is a ranking aid: sync_branch logs its own failures
+        first = False
+    budget = None if first else history.MIN_BUDGET_S / history.BUDGET_SHARE
+    history.sync_branch(m.ws, m.ws.repo.branch(), head, code_seconds=budget)
 
 
 def ask(ws: Workspace, settings: Settings, question: str, notice: Callable[[str], None], **kw: Any) -> AskResponse | None:
