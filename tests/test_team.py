@@ -547,3 +547,16 @@ def test_a_reader_never_writes_to_the_server(team_env: dict[str, Any], monkeypat
     got, notices = _team_ask(team_env, monkeypatch, "parse_header")
     assert notices == [] and got is not None and got.results[0].path == "src/proj/headers.py"
     assert got.team["local_overlay"] is True
+
+
+def test_a_detached_ci_checkout_publishes_as_the_branch_it_built(team_env: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    w = team_env["writer"]
+    w.git("checkout", "-q", "--detach")
+    done = _publish(team_env, monkeypatch, as_branch="main")
+    assert done.branch == "main"
+    got, notices = _team_ask(team_env, monkeypatch, "parse_header")
+    assert notices == [] and got.team["published_branch"] == "main" and got.team["commits_ahead"] == 0
+    assert got.results[0].path == "src/proj/headers.py"
+    with pytest.raises(ConfigError, match="not a branch name"):
+        _publish(team_env, monkeypatch, as_branch="two words")

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gitrag.config import Settings
-from gitrag.errors import NotIndexed, StoreError, TeamPartsGone
+from gitrag.errors import ConfigError, NotIndexed, StoreError, TeamPartsGone
 from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.state import branch_tag
@@ -110,10 +110,12 @@ def _strip(payload: dict[str, Any]) -> dict[str, Any]:
 
 def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: float = 0.0,
             notice: Callable[[str], None] | None = None,
-            progress: Callable[[str, int, int], None] | None = None) -> PublishSummary:
+            progress: Callable[[str, int, int], None] | None = None, as_branch: str = "") -> PublishSummary:
     """Publish the current branch's local index (synced to HEAD by the caller) to the team
     collection; see the module doc. ``wait``: seconds to wait for another writer's lease.
-    Raises NotIndexed (the branch is not indexed at HEAD), TeamBusy, StoreError."""
+    ``as_branch``: the name to publish it under (a CI job on a detached HEAD: the branch it
+    built), else the current branch's. Raises NotIndexed (the branch is not indexed at HEAD),
+    TeamBusy, StoreError, ConfigError (an ``as_branch`` no git branch could be named)."""
     t0 = time.perf_counter()
     from gitrag.index.indexer import Indexer
 
@@ -127,8 +129,11 @@ def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: flo
         raise NotIndexed(f"branch {name!r} has {len(left)} path(s) left to redo (chunks that failed to embed); "
                          f"run `gitrag index` again before publishing")
     pipeline = Indexer(ws).pipeline
+    published = as_branch or name
+    if as_branch and (as_branch.strip() != as_branch or not as_branch.isprintable() or " " in as_branch):
+        raise ConfigError(f"--as-branch {as_branch!r} is not a branch name")
     coll = team.collection_name(team.team_id(ws.repo, settings, ws.data_dir), b.fingerprint, pipeline)
-    summary = PublishSummary(server.url, coll, name, head)
+    summary = PublishSummary(server.url, coll, published, head)
     server.create_collection(coll, ws.embedder.dim)
     meta = MetaCollection(server, coll)
     meta.ensure()
@@ -136,7 +141,7 @@ def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: flo
     if lease.took_over is not None:
         summary.took_over = team.describe(lease.took_over)
     try:
-        _publish(ws, server, meta, lease, settings, b, pipeline, coll, summary, progress)
+        _publish(ws, server, meta, lease, settings, b, published, pipeline, coll, summary, progress)
     finally:
         team.release(meta, lease)
     summary.seconds = round(time.perf_counter() - t0, 3)
@@ -144,9 +149,10 @@ def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: flo
 
 
 def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: team.Lease, settings: Settings,
-             b: Any, pipeline: str, coll: str, summary: PublishSummary,
+             b: Any, name: str, pipeline: str, coll: str, summary: PublishSummary,
              progress: Callable[[str, int, int], None] | None) -> None:
-    name = b.name
+    """The publish under the lease; ``b``: the local branch, ``name``: the name published."""
+    local = b.name
     journal = journal_of(meta)
     journaled = {p for rec in journal.values() for p in rec.get("paths", ())}
     records = {r["branch"]: r for r in meta.find(kind="branch").values()}
@@ -155,7 +161,7 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
         meta.delete(set(meta.find(kind="files")) - named)
     manifests = {n: manifest_of(meta, r) for n, r in records.items()}
     old = manifests.get(name, {})
-    new: Manifest = {p: (r.blob, r.skip_reason) for p, r in ws.state.files(name).items()}
+    new: Manifest = {p: (r.blob, r.skip_reason) for p, r in ws.state.files(local).items()}
     touched = sorted({p for p in old.keys() | new.keys() if old.get(p) != new.get(p)} | journaled)
     summary.previous_commit = records.get(name, {}).get("commit")
     summary.paths_repaired = len(journaled)
@@ -170,7 +176,7 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
     parts = (len(rows) + PART_ROWS - 1) // PART_ROWS
     meta.put({part_id(name, gen, i): {"kind": "files", "branch": name, "gen": gen, "part": i,
                                       "rows": rows[i * PART_ROWS : (i + 1) * PART_ROWS]} for i in range(parts)})
-    _put_symbols(ws, meta, name, [p for p in touched if p in new and new[p][1] is None])
+    _put_symbols(ws, meta, local, [p for p in touched if p in new and new[p][1] is None])
     # 3. the points of the touched paths
     manifests[name] = new
     holders: dict[tuple[str, str], list[str]] = {}
@@ -195,15 +201,15 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
                 deletes.append(pid)
             elif sorted(payload.get(BRANCHES) or ()) != want or payload.get(HIDDEN):
                 moves.setdefault(tuple(want), []).append(pid)
-        local = [r for r in ws.state.points(name, batch) if r.point_id not in on_server]
-        if local:
-            got = ws.store.records(b.collection, [r.point_id for r in local])
-            lost = [r.point_id for r in local if r.point_id not in got]
+        fresh = [r for r in ws.state.points(local, batch) if r.point_id not in on_server]
+        if fresh:
+            got = ws.store.records(b.collection, [r.point_id for r in fresh])
+            lost = [r.point_id for r in fresh if r.point_id not in got]
             if lost:
-                raise StoreError(f"the local index lacks {len(lost)} points of branch {name!r}; run "
+                raise StoreError(f"the local index lacks {len(lost)} points of branch {local!r}; run "
                                  f"`gitrag index` (and `gitrag doctor`) before publishing")
             points = []
-            for r in local:
+            for r in fresh:
                 payload, dense, sparse_vec = got[r.point_id]
                 blob = payload.get("blob", "")
                 points.append(PointRecord(r.point_id, dense, sparse_vec, {**_strip(payload), BRANCHES:
@@ -220,7 +226,7 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
             renewed = time.monotonic()
     # 4. commit: still ours? then one write makes the new generation the published one
     team.check(meta, lease)
-    summary.points = ws.state.point_count(name)
+    summary.points = ws.state.point_count(local)
     summary.files = len(new)
     summary.generation = gen
     meta.put({branch_record_id(name): {

@@ -67,7 +67,9 @@ def cli(verbose: int) -> None:
               help="Then write the branch's index to the team server (team_url, role writer; docs/team.md): for a CI job.")
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="With --publish: seconds to wait while another writer holds the team lease (0: refuse at once).")
-def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float) -> None:
+@click.option("--as-branch", "as_branch", default="", metavar="NAME",
+              help="With --publish: publish under this branch name (a CI job on a detached HEAD: the branch it built).")
+def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float, as_branch: str) -> None:
     """Bring the current branch's index up to HEAD.
 
     Reads the committed tree from git's object database (not the work tree), chunks the
@@ -82,7 +84,9 @@ def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float)
     """
     from gitrag.surfaces.commands.index import index as run
 
-    _exit(lambda: run(repo, as_json, rebuild, publish=publish, wait_s=wait_s))
+    if as_branch and not publish:
+        raise click.UsageError("--as-branch goes with --publish")
+    _exit(lambda: run(repo, as_json, rebuild, publish=publish, wait_s=wait_s, as_branch=as_branch))
 
 
 @cli.command()

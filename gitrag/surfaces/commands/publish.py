@@ -13,7 +13,7 @@ from gitrag.index.workspace import open_workspace
 from gitrag.surfaces import output
 
 
-def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float) -> int:
+def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as_branch: str = "") -> int:
     from gitrag.index import publish, team
     from gitrag.surfaces.commands.index import _print
 
@@ -35,7 +35,8 @@ def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float) ->
             server = team.open_server(s)
             try:
                 with output.progress_bar(not as_json, "publishing") as progress:
-                    done = publish.publish(ws, server, s, wait=wait_s, notice=output.info, progress=progress)
+                    done = publish.publish(ws, server, s, wait=wait_s, notice=output.info, progress=progress,
+                                           as_branch=as_branch)
             finally:
                 with contextlib.suppress(Exception):
                     server.close()
