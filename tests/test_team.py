@@ -172,6 +172,12 @@ def test_two_clones_agree_on_the_team_id_and_a_fork_does_not(team_env: dict[str,
     monkeypatch.setenv("GITRAG_TEAM_REPO_ID", "no spaces/allowed")
     with pytest.raises(ConfigError):
         team.team_id(GitRepo(team_env["reader"].path), config.load_settings())
+    shallow = team_env["tmp"] / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{team_env['origin'].path}", str(shallow)],
+                   check=True, capture_output=True)
+    monkeypatch.delenv("GITRAG_TEAM_REPO_ID")
+    with pytest.raises(ConfigError, match="shallow.*GITRAG_TEAM_REPO_ID"):
+        team.team_id(GitRepo(shallow), config.load_settings())
     name = team.collection_name(a, "hash-fp", "pipe-1")
     assert name.startswith(f"gitrag_{a}_") and name != team.collection_name(a, "hash-fp", "pipe-2") \
         and name != team.collection_name(a, "other-fp", "pipe-1")

@@ -104,11 +104,16 @@ def remote_url(repo: GitRepo) -> str:
 
 def team_id(repo: GitRepo, settings: Settings, data_dir: Path | None = None) -> str:
     """The repository's team id (see the module doc). Raises ConfigError for a
-    ``team_repo_id`` that is not 1-40 of ``[A-Za-z0-9_-]``."""
+    ``team_repo_id`` that is not 1-40 of ``[A-Za-z0-9_-]``, and for a shallow clone
+    without one (its root commit is not the repository's)."""
     if settings.team_repo_id:
         if not _ID.match(settings.team_repo_id):
             raise ConfigError(f"team_repo_id {settings.team_repo_id!r} must be 1-40 letters, digits, '_' or '-'")
         return settings.team_repo_id
+    if repo.repo.is_shallow:  # its oldest commit is a cut, not the repository's root: another id
+        raise ConfigError("this clone is shallow, so its root commit is not the repository's and its team id would "
+                          "differ from every full clone's: fetch the whole history (CI: fetch-depth 0) or set "
+                          "GITRAG_TEAM_REPO_ID (team_repo_id)")
     key = f"{root_commit(repo, data_dir)}\n{normalise_remote(remote_url(repo))}"
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
