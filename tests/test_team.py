@@ -287,6 +287,16 @@ def test_nothing_published_falls_back_in_one_line(team_env: dict[str, Any], monk
     assert got is None and len(notices) == 1 and "nothing is published" in notices[0]
 
 
+def test_a_shallow_reader_falls_back_in_one_line(team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    _publish(team_env, monkeypatch)
+    shallow = Repo.__new__(Repo)
+    shallow.path = team_env["tmp"] / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{team_env['origin'].path}", str(shallow.path)],
+                   check=True, capture_output=True)
+    got, notices = _team_ask(team_env, monkeypatch, "parse_header", clone=shallow)
+    assert got is None and len(notices) == 1 and "shallow" in notices[0] and "local index" in notices[0]
+
+
 def test_a_reader_role_cannot_publish(team_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     cli_env = {**os.environ, "GITRAG_HOME": str(team_env["homes"][1]), "GITRAG_TEAM_ROLE": "reader"}
     proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--publish", "--repo", str(team_env["reader"].path)],

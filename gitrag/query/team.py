@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitrag.config import Settings
-from gitrag.errors import StoreDamaged, StoreError, TeamUnavailable
+from gitrag.errors import ConfigError, StoreDamaged, StoreError, TeamUnavailable
 from gitrag.index import mirror, team
 from gitrag.index.workspace import Workspace
 from gitrag.query import retrieval
@@ -72,7 +72,7 @@ def ask(ws: Workspace, settings: Settings, question: str, notice: Callable[[str]
     try:
         try:
             m = mirror.open_mirror(ws, server, settings)
-        except (StoreError, TeamUnavailable) as exc:
+        except (StoreError, TeamUnavailable, ConfigError) as exc:  # ConfigError: a shallow clone, a bad team_repo_id
             notice(f"team server not used: {exc}; answering from the local index")
             return None
         try:
