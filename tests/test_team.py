@@ -576,3 +576,24 @@ def test_a_detached_ci_checkout_publishes_as_the_branch_it_built(team_env: dict[
     assert got.results[0].path == "src/proj/headers.py"
     with pytest.raises(ConfigError, match="not a branch name"):
         _publish(team_env, monkeypatch, as_branch="two words")
+
+
+def test_records_are_written_in_requests_under_the_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big records (a large file's symbol graph) go in several requests, none over the cap."""
+    from gitrag.index.store import meta as meta_mod
+    from gitrag.index.store.server import ServerStore
+
+    monkeypatch.setattr(meta_mod, "_REQUEST_BYTES", 50_000)
+    store = ServerStore(":memory:")
+    try:
+        meta = MetaCollection(store, "gitrag_sizetest_00000000_00000000")
+        meta.ensure()
+        sizes: list[int] = []
+        real = meta._upsert
+        monkeypatch.setattr(meta, "_upsert", lambda points: (sizes.append(len(points)), real(points)))
+        records = {meta_mod.record_id("symbols", str(i)): {"kind": "symbols", "data": "x" * 20_000} for i in range(10)}
+        meta.put(records)
+        assert len(sizes) == 5 and sum(sizes) == 10  # two 20 KB records a request
+        assert meta.get(records) == records
+    finally:
+        store.close()

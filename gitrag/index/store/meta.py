@@ -11,6 +11,7 @@ server or in its local mode.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +24,7 @@ _NS = uuid.UUID("0c4d3f8e-6a55-4b7a-9c1e-5d2f7e8a9b10")
 _VECTOR = "m"
 _PAGE = 1_000
 _BATCH = 256  # records per upsert request (a files part holds up to a few thousand rows)
+_REQUEST_BYTES = 8 * 2**20  # JSON bytes of records per request, well under a server's 32 MB limit
 SUFFIX = "_meta"
 
 
@@ -72,14 +74,25 @@ class MetaCollection:
         return self.get([rid]).get(rid)
 
     def put(self, records: dict[str, dict[str, Any]]) -> None:
-        """Write (insert or replace) ``{id: payload}``, waiting until the server applied them."""
-        items = list(records.items())
+        """Write (insert or replace) ``{id: payload}``, waiting until the server applied them;
+        in requests of at most _BATCH records and about _REQUEST_BYTES of JSON (a server
+        refuses requests over 32 MB, and a symbol graph can be large)."""
+        batch: list[models.PointStruct] = []
+        size = 0
+        for rid, payload in records.items():
+            n = len(json.dumps(payload, separators=(",", ":")))
+            if batch and (len(batch) >= _BATCH or size + n > _REQUEST_BYTES):
+                self._upsert(batch)
+                batch, size = [], 0
+            batch.append(models.PointStruct(id=rid, vector={_VECTOR: [1.0]}, payload=payload))
+            size += n
+        if batch:
+            self._upsert(batch)
+
+    def _upsert(self, points: list[models.PointStruct]) -> None:
         s = self.store
-        for i in range(0, len(items), _BATCH):
-            points = [models.PointStruct(id=rid, vector={_VECTOR: [1.0]}, payload=payload)
-                      for rid, payload in items[i : i + _BATCH]]
-            with s._lock, s._translate(self.name):
-                s._client.upsert(self.name, points=points, wait=True)
+        with s._lock, s._translate(self.name):
+            s._client.upsert(self.name, points=points, wait=True)
 
     def find(self, **match: str) -> dict[str, dict[str, Any]]:
         """{id: payload} of every record whose payload fields equal ``match`` (``kind="branch"``)."""
