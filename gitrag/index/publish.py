@@ -166,9 +166,10 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
     summary.previous_commit = records.get(name, {}).get("commit")
     summary.paths_repaired = len(journaled)
     # 1. the journal: what this publish may change in the points collection
-    meta.put({record_id("journal", lease.token, str(i)): {"kind": "journal", "branch": name, "part": i,
-                                                          "paths": touched[i * PART_ROWS : (i + 1) * PART_ROWS]}
-              for i in range((len(touched) + PART_ROWS - 1) // PART_ROWS)})
+    mine = {record_id("journal", lease.token, str(i)): {"kind": "journal", "branch": name, "part": i,
+                                                        "paths": touched[i * PART_ROWS : (i + 1) * PART_ROWS]}
+            for i in range((len(touched) + PART_ROWS - 1) // PART_ROWS)}
+    meta.put(mine)
     meta.delete(journal)  # the dead writer's: its paths are in ours now
     # 2. the new generation's manifest and the graphs of its new blobs (nobody reads them yet)
     gen = int(records.get(name, {}).get("gen", 0)) + 1
@@ -236,7 +237,8 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
     old_gen = records.get(name, {})
     if old_gen:
         meta.delete(part_id(name, int(old_gen["gen"]), i) for i in range(int(old_gen["parts"])))
-    meta.delete(journal_of(meta))
+    # only ours: a journal written meanwhile by a writer that lost the lease race is the next one's to repair
+    meta.delete(mine)
 
 
 def _put_symbols(ws: Workspace, meta: MetaCollection, branch: str, paths: list[str]) -> None:
