@@ -597,3 +597,45 @@ def test_records_are_written_in_requests_under_the_size_limit(monkeypatch: pytes
         assert meta.get(records) == records
     finally:
         store.close()
+
+
+def test_a_writer_that_loses_its_lease_mid_publish_commits_nothing(team_env: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its lease taken while it writes (it outlived the lease): it stops at the check before
+    its commit with one line, the published generation stays, its journal stays, and the
+    next publish repairs what it wrote."""
+    from gitrag.index.store.server import ServerStore
+
+    first = _publish(team_env, monkeypatch)
+    w = team_env["writer"]
+    w.write("src/proj/late.py", "def late_arrival():\n    return 'late'\n")
+    w.commit("late")
+    real = ServerStore.upsert
+
+    def upsert_then_lose(self: ServerStore, name: str, points: list[Any]) -> None:
+        real(self, name, points)
+        MetaCollection(self, name).put({team.LEASE: {"kind": "lease", "token": "someone-else", "host": "elsewhere",
+                                                     "pid": 1, "expires": time.time() + 600}})
+
+    monkeypatch.setattr(ServerStore, "upsert", upsert_then_lose)
+    with pytest.raises(TeamBusy, match="lost its lease") as lost:
+        _publish(team_env, monkeypatch)
+    assert "\n" not in str(lost.value)
+    monkeypatch.setattr(ServerStore, "upsert", real)
+    store = ServerStore(team_env["server"])
+    try:
+        meta = MetaCollection(store, first.collection)
+        assert meta.get_one(publish.branch_record_id("main"))["gen"] == 1  # nothing published
+        assert meta.find(kind="journal")
+        assert meta.get_one(team.LEASE)["token"] == "someone-else"  # the other's lease is left alone
+        meta.delete([team.LEASE])  # that writer finishes
+    finally:
+        store.close()
+    again = _publish(team_env, monkeypatch)
+    assert again.generation == 2 and again.paths_repaired >= 1
+    ws = open_workspace(w.path)
+    try:
+        want = {r.point_id for r in ws.state.points("main")}
+    finally:
+        ws.close()
+    assert _server_ids(team_env, first.collection, None) == want
