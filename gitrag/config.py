@@ -50,6 +50,12 @@ _ENV = {
     "GITRAG_MAX_FILE_BYTES": "max_file_bytes",
     "GITRAG_BATCH_SIZE": "batch_size",
     "GITRAG_BRANCH_TTL_DAYS": "branch_ttl_days",
+    "GITRAG_TEAM_URL": "team_url",
+    "GITRAG_TEAM_API_KEY": "team_api_key",
+    "GITRAG_TEAM_ROLE": "team_role",
+    "GITRAG_TEAM_REPO_ID": "team_repo_id",
+    "GITRAG_TEAM_CA_CERT": "team_ca_cert",
+    "GITRAG_TEAM_LEASE_SECONDS": "team_lease_seconds",
 }
 
 
@@ -57,7 +63,9 @@ _ENV = {
 RESULT_SETTINGS = ("embedder", "local_model", "ollama_host", "ollama_model", "qdrant_url", "max_file_bytes")
 
 # settings a repository's own .gitrag.toml may not set: servers that receive code, a model to load
-USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model", "static_model"})
+USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model", "static_model",
+                       "team_url", "team_api_key", "team_role", "team_repo_id", "team_ca_cert", "team_lease_seconds"})
+TEAM_ROLES = ("reader", "writer")
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,13 @@ class Settings:
     max_file_bytes: int = 1_000_000
     batch_size: int = 32
     branch_ttl_days: float = 14.0
+    # a team's shared index on a Qdrant server (docs/team.md); user config and environment only
+    team_url: str = ""  # empty: no team server; https://host:6333, or path:/dir / :memory: (qdrant-client local mode)
+    team_api_key: str = ""  # sent as Qdrant's api-key header (a read-only key for readers)
+    team_role: str = "reader"  # "reader": ask answers from the server; "writer": may also `index --publish`
+    team_repo_id: str = ""  # empty: derived from the root commit and the normalised remote URL
+    team_ca_cert: str = ""  # a CA bundle (PEM file) to verify the server's TLS certificate with
+    team_lease_seconds: float = 600.0  # a publisher's lease; a dead writer's lease is taken over after it
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -264,6 +279,8 @@ def _coerce(name: str, raw: object, where: str) -> object:
         elif kind == "float":
             value = float(raw)  # type: ignore[arg-type]
         else:
+            if name == "team_role" and str(raw) not in TEAM_ROLES:
+                raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
             return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"{where} must be a number, got {raw!r}") from None

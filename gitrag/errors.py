@@ -82,3 +82,18 @@ class ConfigError(GitragError):
 class NotWritable(GitragError):
     """A folder gitrag must write (GITRAG_HOME, or the XDG data/state/runtime folders) is
     read-only or not the user's to write."""
+
+
+class TeamBusy(GitragError):
+    """Another writer holds the team collection's lease (docs/team.md): one publisher at a time."""
+
+
+class TeamUnavailable(GitragError):
+    """The team server cannot be used for this question (unreachable, refused, nothing
+    published for this branch and embedder): the caller falls back to the local index."""
+
+
+class TeamPartsGone(StoreError):
+    """A team branch record names manifest parts that are not (or no longer) on the server:
+    a publish switched generations while a reader read (it reads again), or the records
+    are damaged (the writer publishes again)."""

@@ -59,6 +59,7 @@ class AskResponse:
     offset: int = 0  # results skipped before these (paging)
     worktree: dict[str, Any] | None = None  # what the work-tree overlay held (None: not asked for)
     revision: str | None = None  # ``ask --rev``: the revision answered from, as given
+    team: dict[str, Any] | None = None  # answered from a team server (gitrag.query.team; docs/team.md), else None
 
     def to_json(self) -> dict[str, Any]:
         f = self.freshness
@@ -73,4 +74,5 @@ class AskResponse:
         out["worktree"] = self.worktree or {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0,
                                             "truncated": 0}
         out["revision"] = self.revision
+        out["team"] = self.team
         return out

@@ -63,17 +63,32 @@ def cli(verbose: int) -> None:
 @REPO
 @JSON
 @click.option("--rebuild", is_flag=True, help="Drop this branch's index and build it again (e.g. after changing the embedder).")
-def index(repo: str, as_json: bool, rebuild: bool) -> None:
+@click.option("--publish", is_flag=True,
+              help="Then write the branch's index to the team server (team_url, role writer; docs/team.md): for a CI job.")
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
+              help="With --publish: seconds to wait while another writer holds the team lease (0: refuse at once).")
+@click.option("--as-branch", "as_branch", default="", metavar="NAME",
+              help="With --publish: publish under this branch name (a CI job on a detached HEAD: the branch it built).")
+def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float, as_branch: str) -> None:
     """Bring the current branch's index up to HEAD.
 
     Reads the committed tree from git's object database (not the work tree), chunks the
     files that changed since the last indexed commit, embeds only chunks never embedded
     before, and updates the branch's collection. A second run with nothing changed
     embeds nothing.
+
+    --publish (a team's CI job): after the sync, copy the branch's points, manifest and
+    symbol graph to the team server under a lease, so every clone with team_url set
+    answers from it without indexing (docs/team.md). Example:
+
+    \b
+        GITRAG_TEAM_URL=https://qdrant:6333 GITRAG_TEAM_ROLE=writer gitrag index --publish
     """
     from gitrag.surfaces.commands.index import index as run
 
-    _exit(lambda: run(repo, as_json, rebuild))
+    if as_branch and not publish:
+        raise click.UsageError("--as-branch goes with --publish")
+    _exit(lambda: run(repo, as_json, rebuild, publish=publish, wait_s=wait_s, as_branch=as_branch))
 
 
 @cli.command()

@@ -32,13 +32,20 @@ _SCROLL_PAGE = 10_000
 _UPSERT_BATCH = 512  # points per request: keeps a request well under the server's 32 MB limit
 
 
-def _client(url: str, api_key: str | None) -> tuple[QdrantClient, bool]:
-    """(client, is_local_mode) for ``url``."""
+def _client(url: str, api_key: str | None, ca_cert: str | None = None,
+            timeout: int | None = None) -> tuple[QdrantClient, bool]:
+    """(client, is_local_mode) for ``url``. ``ca_cert``: a PEM bundle the server's TLS
+    certificate is verified with (an ``https://`` URL; passed to httpx as ``verify``)."""
     if url == ":memory:":
         return QdrantClient(location=":memory:"), True
     if url.startswith("path:"):
         return QdrantClient(path=url[len("path:") :]), True
-    return QdrantClient(url=url, api_key=api_key, check_compatibility=False), False
+    extra: dict[str, Any] = {}
+    if ca_cert:  # httpx verifies with this context (a path string there is deprecated)
+        import ssl
+
+        extra["verify"] = ssl.create_default_context(cafile=ca_cert)
+    return QdrantClient(url=url, api_key=api_key, check_compatibility=False, timeout=timeout, **extra), False
 
 
 def _sparse(vec: SparseVec) -> models.SparseVector:
@@ -101,11 +108,14 @@ class ServerStore:
     """Collections on a Qdrant server (or in qdrant-client's local mode, see the module doc)."""
 
     kind = "server"
+    url_var = "GITRAG_QDRANT_URL"  # the settings named in its error lines (the team server's: GITRAG_TEAM_*)
+    key_var = "GITRAG_QDRANT_API_KEY"
 
-    def __init__(self, url: str, api_key: str | None = None) -> None:
+    def __init__(self, url: str, api_key: str | None = None, ca_cert: str | None = None,
+                 timeout: int | None = None) -> None:
         self.url = url
         with self._translate():
-            self._client, self.local = _client(url, api_key)
+            self._client, self.local = _client(url, api_key, ca_cert, timeout)
         # local mode is plain Python and not thread-safe; a server client is
         self._lock: AbstractContextManager[Any] = threading.RLock() if self.local else nullcontext()
 
@@ -123,7 +133,7 @@ class ServerStore:
                 raise StoreError(self._missing(name)) from exc
             raise StoreError(explain(exc, self._where(name))) from exc
         except (ResponseHandlingException, ConnectionError, TimeoutError) as exc:
-            raise StoreError(f"cannot reach Qdrant at {self.url}: {exc}; check GITRAG_QDRANT_URL") from exc
+            raise StoreError(f"cannot reach Qdrant at {self.url}: {exc}; check {self.url_var}") from exc
         except Exception as exc:  # local mode raises ValueError/RuntimeError/KeyError
             raise StoreError(explain(exc, self._where(name))) from exc
 
@@ -137,7 +147,7 @@ class ServerStore:
         if name and exc.status_code == 404:
             return self._missing(name)
         if exc.status_code in (401, 403):
-            return f"Qdrant at {self.url} refused the API key ({exc.status_code}); check GITRAG_QDRANT_API_KEY"
+            return f"Qdrant at {self.url} refused the API key ({exc.status_code}); check {self.key_var}"
         detail = exc.content.decode("utf-8", "replace")[:300] if exc.content else exc.reason_phrase
         return f"{self._where(name)} answered {exc.status_code}: {detail}"
 

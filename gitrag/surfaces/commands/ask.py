@@ -28,8 +28,11 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         SearchFilter(path, lang, tuple(exclude))
     # None: no daemon runs
     more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.query.worktree, paging, gitrag.query.revisions
-    routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude), files=files,
-                         **more)
+    # a team server (docs/team.md) answers first; any failure of it is one line and the local index answers
+    routed = None if rev else _team(repo, question, k, mode, path, lang, expand, tuple(exclude), files, offset)
+    if routed is None:
+        routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
+                             files=files, **more)
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
@@ -89,6 +92,28 @@ def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: st
                                      exclude=exclude, files=files, **more),
         lambda: output.info("the index is open in another gitrag process; waiting for it"))
     return response, settings, catching_up
+
+
+def _team(repo: str, question: str, k: int, mode: str, path: str, lang: str, expand: int, exclude: tuple[str, ...],
+          files: bool, offset: int) -> tuple[AskResponse, Settings, None] | None:
+    """The answer from the team server (gitrag.query.team) when ``team_url`` is set (user config or
+    environment only: a repository's file never sets it), else None."""
+    from gitrag import config
+
+    if not config.load_settings().team_url:
+        return None
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query import team
+
+    scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
+    ws = open_workspace(repo)
+    try:
+        got = team.ask(ws, ws.settings, question, output.info, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                       offset=offset)
+    finally:
+        ws.close()
+    return (got, ws.settings, None) if got is not None else None
 
 
 def _blames(repo: str, r: AskResponse) -> list[dict | None]:
@@ -176,6 +201,13 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     if r.revision:
         output.line((f"revision {_printable(r.revision)} ({str(f.commit)[:12]}): answered from that commit's "
                      f"tree; {_printable(f.branch)} is checked out", "dim"))
+        return
+    if r.team:
+        t = r.team
+        ahead = (f"; HEAD is {t['commits_ahead']} commit(s) ahead, " if t["commits_ahead"] else "; ")
+        local = "local changes searched from this clone" if t["local_overlay"] else "no local changes"
+        output.line((f"{f.branch}: answered from the team server ({_printable(t['published_branch'])} published at "
+                     f"{str(t['published_commit'])[:12]}){ahead}{local}", "dim"))
         return
     todo = catching_up or "run `gitrag index`"
     state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"

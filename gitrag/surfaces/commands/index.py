@@ -18,9 +18,14 @@ INTERRUPTED = ("gitrag: interrupted; nothing is lost: the next `gitrag index` (o
                "from what this one did, without embedding it again")
 
 
-def index(repo: str, as_json: bool, rebuild: bool = False) -> int:
+def index(repo: str, as_json: bool, rebuild: bool = False, publish: bool = False, wait_s: float = 0.0,
+          as_branch: str = "") -> int:
     from gitrag.daemon import routing
 
+    if publish:  # in this process: the publish reads the local store's points (gitrag.surfaces.commands.publish)
+        from gitrag.surfaces.commands.publish import index_and_publish
+
+        return index_and_publish(repo, as_json, rebuild, wait_s, as_branch)
     routed = _through_daemon(repo, rebuild, as_json)  # the daemon holds the store while it runs
     if routed is not None:
         if not as_json:
