@@ -5,8 +5,10 @@ An agent edits files and asks at once; the first ask after an edit would pay the
 (about 0.1 s a 500-line file) and the embedding of the changed chunks. Every WARM_EVERY_S
 the daemon builds the overlay of each work tree asked with the overlay in the last
 WARM_FOR_S seconds, on the default thread pool beside any sync: with nothing changed that
-is one git status and a stat of each dirty file (a few ms); with edits it chunks and embeds
-them, so the next ask finds them in the process's cache. A failure is logged, never raised.
+is one git status and a stat of each dirty file (a few ms: about 1-2% of a core at one round
+each 0.5 s); with edits it chunks and embeds them, so the next ask finds them in the
+process's cache. An ask that comes while a round chunks waits for it rather than chunking
+the same files beside it (gitrag.query.worktree.build). A failure is logged, never raised.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
 
-WARM_EVERY_S = 2.0
+WARM_EVERY_S = 0.5  # an agent's next ask comes seconds after its edit; the round starts within this
 WARM_FOR_S = 600.0
 
 

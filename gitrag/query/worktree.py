@@ -99,6 +99,11 @@ class Overlay:
     truncated: int = 0
     generation: str = ""  # the branch's indexed commit when built (keys the IDF memo)
     hidden_ids: frozenset[str] = frozenset()  # point ids of the hidden paths' committed chunks
+    # committed point id -> overlay key of the same chunk (same text, same path) in the work
+    # tree's file: the store's list answers for it and the hit is renamed (see drop); those
+    # chunks are left out of the overlay's own lists. Empty when the path filter is used.
+    kept: dict[str, str] = field(default_factory=dict)
+    _own: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # path -> indices scored here
 
     @property
     def active(self) -> bool:
@@ -116,8 +121,28 @@ class Overlay:
         return len(self.hidden_ids) if self.post_filter else 0
 
     def drop(self, hits: list[Hit]) -> list[Hit]:
-        """``hits`` without the hidden paths' committed points."""
-        return [h for h in hits if h.id not in self.hidden_ids] if self.hidden_ids else hits
+        """``hits`` without the hidden paths' committed points whose chunk the work tree
+        changed; a point whose chunk the work-tree file still holds unchanged is renamed to
+        that chunk's overlay key (its payload from the file on disk: new lines, ``source``),
+        its score kept (the same text and path: the same vectors the overlay would score)."""
+        if not (self.hidden_ids or self.kept):
+            return hits
+        out = []
+        for h in hits:
+            if h.id in self.hidden_ids:
+                continue
+            key = self.kept.get(h.id)
+            if key is None:
+                out.append(h)
+            else:
+                got = self._locate(key)
+                out.append(Hit(key, h.score, got[0].payloads[got[1]]) if got else h)
+        return out
+
+    def own(self, f: OverlayFile) -> np.ndarray:
+        """Indices of ``f``'s chunks the overlay scores itself (those no kept point answers for)."""
+        got = self._own.get(f.path)
+        return got if got is not None else np.arange(len(f.payloads))
 
     def scope(self, scope: SearchFilter | None) -> SearchFilter | None:
         """``scope`` for the store's query: with the hidden paths in ``excluded_paths`` when
@@ -174,8 +199,11 @@ class Overlay:
         admitted = self._admitted(scope)
         if not admitted:
             return []
-        scores = np.concatenate([f.dense @ q for f in admitted])
-        owner = [(f, i) for f in admitted for i in range(len(f.payloads))]
+        rows = [(f, self.own(f)) for f in admitted]
+        scores = np.concatenate([(f.dense[idx] if len(idx) < len(f.payloads) else f.dense) @ q for f, idx in rows])
+        owner = [(f, int(i)) for f, idx in rows for i in idx]
+        if not owner:
+            return []
         order = np.argsort(-scores, kind="stable")
         if floor > -math.inf:
             order = order[: int(np.count_nonzero(scores >= floor))]
@@ -200,6 +228,10 @@ class Overlay:
                 weight = q * idf.get(t, 0.0)
                 for i, w in f.postings.get(t, ()):
                     acc[i] = acc.get(i, 0.0) + weight * w
+            mine = self._own.get(f.path)
+            if mine is not None:
+                allowed = set(mine.tolist())
+                acc = {i: v for i, v in acc.items() if i in allowed}
             scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items()
                        if s > 0 and s >= floor and self._inside(f, i, scope)]
         scored.sort(key=lambda item: (-item[0], item[1]))
@@ -286,12 +318,23 @@ _verdicts: OrderedDict[tuple[str, ...], str | None] = OrderedDict()  # (data dir
 _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = OrderedDict()
 
 
+_build_lock = threading.Lock()  # one build at a time in a process (see build)
+
+
 def build(ws: Workspace, branch: Branch) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
     skipped with its reason (its committed points hidden). Raises what the embedder raises
-    as a whole (EmbedderUnavailable)."""
+    as a whole (EmbedderUnavailable). Builds in one process take turns: an ask that comes
+    while the daemon's warm-up (gitrag.daemon.warm) chunks the same edits waits for it and
+    then finds them cached, instead of chunking them a second time beside it (on a busy
+    machine two builds of the same files take twice the CPU and both finish late)."""
+    with _build_lock:
+        return _build(ws, branch)
+
+
+def _build(ws: Workspace, branch: Branch) -> Overlay:
     paths, changes = dirty_paths(ws, branch)
     if not paths:
         return Overlay(changes=changes)
@@ -362,22 +405,55 @@ def build(ws: Workspace, branch: Branch) -> Overlay:
             continue
         todo.append((path, blob, data))
     files, embedded = _files(ws, todo)
-    hidden_ids = _hidden_ids(ws, branch, frozenset(hidden))
+    hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
-                   hidden_ids)
+                   hidden_ids, kept, own)
 
 
-_hidden_memo: OrderedDict[tuple[Any, ...], frozenset[str]] = OrderedDict()
+_hidden_memo: OrderedDict[tuple[Any, ...], tuple[frozenset[str], dict[str, str], dict[str, np.ndarray]]] = OrderedDict()
 
 
-def _hidden_ids(ws: Workspace, branch: Branch, hidden: frozenset[str]) -> frozenset[str]:
-    """The point ids of ``hidden``'s committed chunks in ``branch`` (memoised per indexed commit)."""
+def _committed(ws: Workspace, branch: Branch, hidden: frozenset[str], files: dict[str, OverlayFile]
+               ) -> tuple[frozenset[str], dict[str, str], dict[str, np.ndarray]]:
+    """(the committed point ids that must not answer, kept: committed point id -> overlay key
+    of the same chunk still in the work-tree file, the indices of each overlaid file's
+    chunks the overlay scores itself), memoised per indexed commit and overlaid blobs.
+
+    An edit of one function leaves the file's other chunks as they were (same text, same
+    path: the same point but for its lines): their points keep answering from the store
+    (renamed by Overlay.drop), so only the changed chunks' points are dropped and only the
+    changed chunks are scored in memory. Matched by chunk hash, in file order. When even
+    the changed chunks' points are more than POST_FILTER_MAX (the hidden paths then leave
+    the store's query by a path filter, kept chunks with them), nothing is kept."""
     if not hidden:
-        return frozenset()
-    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+        return frozenset(), {}, {}
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden,
+           tuple((p, f.blob) for p, f in files.items() if p in hidden))
     got = _hidden_memo.get(key)
     if got is None:
-        got = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        ids = ws.state.point_ids(branch.name, sorted(hidden))
+        committed: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for pid, payload in ws.state.payloads(ids).items():
+            if payload.get("path") in files:
+                committed.setdefault((payload["path"], payload.get("chunk_hash", "")), []).append(
+                    (int(payload.get("start_byte", 0)), pid))
+        for same in committed.values():
+            same.sort(reverse=True)  # popped from the end: file order
+        kept: dict[str, str] = {}
+        own: dict[str, np.ndarray] = {}
+        for path, f in files.items():
+            if path not in hidden:
+                continue
+            mine = []
+            for i, p in enumerate(f.payloads):
+                same = committed.get((path, p["chunk_hash"]))
+                if same:
+                    kept[same.pop()[1]] = overlay_key(path, i)
+                else:
+                    mine.append(i)
+            own[path] = np.asarray(mine, dtype=np.int64)
+        rest = frozenset(ids) - kept.keys()
+        got = (rest, kept, own) if len(rest) <= POST_FILTER_MAX else (frozenset(ids), {}, {})
         _hidden_memo[key] = got
         while len(_hidden_memo) > 8:
             _hidden_memo.popitem(last=False)
