@@ -245,3 +245,34 @@ def test_the_overlay_keeps_the_history_stage(indexed: Repo) -> None:
         wrapped = worktree.OverlayLookup(base, worktree.build(ws, ws.state.branch(ws.repo.branch())), None)
         query = analyse("cap the backoff delay")
         assert base.history_prior(query) and wrapped.history_prior(query) == base.history_prior(query)
+
+
+def _function(name: str, word: str) -> str:
+    return (f"def {name}(items, limit=10):\n    \"\"\"Return the {word} of every item, at most limit of them, "
+            f"skipping the empty ones.\"\"\"\n    out = []\n    for item in items[:limit]:\n"
+            f"        if item:\n            out.append(item.{word})\n    return out\n")
+
+
+def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(indexed: Repo) -> None:
+    """An edit of one function hides only that function's committed point: the file's other
+    chunks keep answering from the store, as work-tree results with the lines on disk (the
+    edit added lines above them), scoring what they score without the overlay."""
+    first, middle, last = (_function("collect_names", "name"), _function("collect_sizes", "size"),
+                           _function("collect_owners_of_tickets", "owner"))
+    indexed.write("net/collect.py", f"{first}\n\n{middle}\n\n{last}")
+    indexed.commit("collectors")
+    index(indexed.path)
+    committed = _ask(indexed, "collect_owners_of_tickets owner", mode="dense", worktree=False)["results"][0]
+    assert committed["symbol"] == "collect_owners_of_tickets"
+    edited = middle.replace("    return out\n", "    out.sort()\n    # sorted by size\n    return out\n")
+    indexed.write("net/collect.py", f"{first}\n\n{edited}\n\n{last}")
+    with open_workspace(indexed.path) as ws:
+        ov = worktree.build(ws, ws.state.branch(ws.repo.branch()))
+        assert len(ov.hidden_ids) == 1 and len(ov.kept) == 2  # only collect_sizes' point is dropped
+    got = _ask(indexed, "collect_owners_of_tickets owner", mode="dense")["results"][0]
+    assert (got["symbol"], got["source"]) == ("collect_owners_of_tickets", "worktree")
+    assert got["start_line"] == committed["start_line"] + 2  # the lines on disk
+    assert got["snippet"].startswith("def collect_owners_of_tickets") and got["score"] == committed["score"]
+    changed = _ask(indexed, "collect_sizes sorted by size", k=10)["results"]
+    sizes = [r for r in changed if r["symbol"] == "collect_sizes"]
+    assert len(sizes) == 1 and sizes[0]["source"] == "worktree" and "out.sort()" in sizes[0]["snippet"]
