@@ -253,10 +253,16 @@ def _function(name: str, word: str) -> str:
             f"        if item:\n            out.append(item.{word})\n    return out\n")
 
 
-def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(indexed: Repo) -> None:
+@pytest.mark.parametrize("post_filter", [True, False], ids=["kept-points", "filtered-by-the-store"])
+def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(
+        indexed: Repo, post_filter: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """An edit of one function hides only that function's committed point: the file's other
     chunks keep answering from the store, as work-tree results with the lines on disk (the
-    edit added lines above them), scoring what they score without the overlay."""
+    edit added lines above them), scoring what they score without the overlay. With more
+    changed points than POST_FILTER_MAX the store leaves the whole path out and the overlay
+    scores every chunk itself: the same answers."""
+    if not post_filter:
+        monkeypatch.setattr(worktree, "POST_FILTER_MAX", 0)
     first, middle, last = (_function("collect_names", "name"), _function("collect_sizes", "size"),
                            _function("collect_owners_of_tickets", "owner"))
     indexed.write("net/collect.py", f"{first}\n\n{middle}\n\n{last}")
@@ -268,11 +274,15 @@ def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(i
     indexed.write("net/collect.py", f"{first}\n\n{edited}\n\n{last}")
     with open_workspace(indexed.path) as ws:
         ov = worktree.build(ws, ws.state.branch(ws.repo.branch()))
-        assert len(ov.hidden_ids) == 1 and len(ov.kept) == 2  # only collect_sizes' point is dropped
+        if post_filter:
+            assert len(ov.hidden_ids) == 1 and len(ov.kept) == 2  # only collect_sizes' point is dropped
+        else:
+            assert len(ov.hidden_ids) == 3 and not ov.kept and not ov.post_filter
     got = _ask(indexed, "collect_owners_of_tickets owner", mode="dense")["results"][0]
     assert (got["symbol"], got["source"]) == ("collect_owners_of_tickets", "worktree")
     assert got["start_line"] == committed["start_line"] + 2  # the lines on disk
-    assert got["snippet"].startswith("def collect_owners_of_tickets") and got["score"] == committed["score"]
+    assert got["snippet"].startswith("def collect_owners_of_tickets")
+    assert got["score"] == pytest.approx(committed["score"], abs=0 if post_filter else 1e-3)
     changed = _ask(indexed, "collect_sizes sorted by size", k=10)["results"]
     sizes = [r for r in changed if r["symbol"] == "collect_sizes"]
     assert len(sizes) == 1 and sizes[0]["source"] == "worktree" and "out.sort()" in sizes[0]["snippet"]
