@@ -61,9 +61,10 @@ class Warmer:
 
 
 def warm(ws: Workspace) -> None:
-    """Build the current branch's overlay once (its files land in gitrag.query.worktree's cache)."""
+    """Build the current branch's overlay once, chunked exactly (its files land in
+    gitrag.query.worktree's cache, replacing what an ask chunked provisionally)."""
     from gitrag.query import worktree
 
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:
-        worktree.build(ws, branch)
+        worktree.build(ws, branch, exact=True)  # replaces an ask's provisional chunks (gitrag.query.splice)

@@ -71,6 +71,7 @@ class OverlayFile:
     postings: dict[int, list[tuple[int, float]]]
     definitions: list[Definition]
     languages: frozenset[str] = frozenset()
+    provisional: bool = False  # chunked by gitrag.query.splice, not by the chunker
 
     def __post_init__(self) -> None:
         self.languages = frozenset(p.get("language", "") for p in self.payloads)
@@ -240,7 +241,7 @@ class Overlay:
     def _derived(self) -> tuple[frozenset[int], SymbolIndex]:
         """(every term id of the overlay's sparse vectors, the symbol graph of its files),
         kept for the last few sets of files: a second ask over the same edits rebuilds neither."""
-        key = tuple((f.path, f.blob) for f in self.files.values())
+        key = tuple((f.path, f.blob, f.provisional) for f in self.files.values())
         with _cache_lock:
             got = _derived.get(key)
         if got is None:
@@ -274,7 +275,12 @@ def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hi
 
 _cache: OrderedDict[tuple[str, ...], OverlayFile] = OrderedDict()
 _cache_lock = threading.Lock()
-_derived: OrderedDict[tuple[tuple[str, str], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
+_derived: OrderedDict[tuple[tuple[str, str, bool], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
+# Whether an ask may take an edited file's chunks from gitrag.query.splice (its committed
+# chunks, the changed range as one chunk) when the chunker's cut is not cached yet: the
+# daemon sets it, since its warm-up (gitrag.daemon.warm) replaces them with the chunker's
+# cut within a second; a one-off process chunks exactly.
+PROVISIONAL = False
 
 
 def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
@@ -321,7 +327,7 @@ _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = Order
 _build_lock = threading.Lock()  # one build at a time in a process (see build)
 
 
-def build(ws: Workspace, branch: Branch) -> Overlay:
+def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
@@ -329,12 +335,19 @@ def build(ws: Workspace, branch: Branch) -> Overlay:
     as a whole (EmbedderUnavailable). Builds in one process take turns: an ask that comes
     while the daemon's warm-up (gitrag.daemon.warm) chunks the same edits waits for it and
     then finds them cached, instead of chunking them a second time beside it (on a busy
-    machine two builds of the same files take twice the CPU and both finish late)."""
+    machine two builds of the same files take twice the CPU and both finish late).
+
+    ``exact``: False lets an edited file not cached yet be chunked provisionally
+    (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
+    exact build (the daemon's warm-up) does not wait for the asks' turns, nor they for it."""
+    exact = (not PROVISIONAL) if exact is None else exact
+    if exact and PROVISIONAL:
+        return _build(ws, branch, exact)
     with _build_lock:
-        return _build(ws, branch)
+        return _build(ws, branch, exact)
 
 
-def _build(ws: Workspace, branch: Branch) -> Overlay:
+def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
     paths, changes = dirty_paths(ws, branch)
     if not paths:
         return Overlay(changes=changes)
@@ -347,7 +360,7 @@ def _build(ws: Workspace, branch: Branch) -> Overlay:
         ignore = ""
     policy: list[Policy] = []  # made on the first file not judged before in this process
     hidden: set[str] = set()
-    todo: list[tuple[str, str, bytes]] = []
+    todo: list[tuple[str, str, bytes, str | None]] = []
     skipped: dict[str, str] = {}
     truncated = 0
     for path in paths:
@@ -403,9 +416,14 @@ def _build(ws: Workspace, branch: Branch) -> Overlay:
             truncated += 1
             hidden.discard(path)  # left as indexed: better stale than missing
             continue
-        todo.append((path, blob, data))
-    files, embedded = _files(ws, todo)
+        todo.append((path, blob, data, known.blob if known is not None else None))
+    files, embedded = _files(ws, branch, todo, exact, frozenset(hidden))
     hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
+    if len(hidden_ids) > POST_FILTER_MAX and any(f.provisional for f in files.values()):
+        # the store leaves the hidden paths out by a filter: every chunk is scored here, so cut them exactly
+        files, more = _files(ws, branch, todo, True, frozenset(hidden))
+        embedded += more
+        hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
                    hidden_ids, kept, own)
 
@@ -428,15 +446,16 @@ def _committed(ws: Workspace, branch: Branch, hidden: frozenset[str], files: dic
     if not hidden:
         return frozenset(), {}, {}
     key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden,
-           tuple((p, f.blob) for p, f in files.items() if p in hidden))
+           tuple((p, f.blob, f.provisional) for p, f in files.items() if p in hidden))
     got = _hidden_memo.get(key)
     if got is None:
-        ids = ws.state.point_ids(branch.name, sorted(hidden))
+        ids, by_path = _committed_points(ws, branch, hidden)
         committed: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        for pid, payload in ws.state.payloads(ids).items():
-            if payload.get("path") in files:
-                committed.setdefault((payload["path"], payload.get("chunk_hash", "")), []).append(
-                    (int(payload.get("start_byte", 0)), pid))
+        for path, points in by_path.items():
+            if path in files:
+                for pid, payload in points:
+                    committed.setdefault((path, payload.get("chunk_hash", "")), []).append(
+                        (int(payload.get("start_byte", 0)), pid))
         for same in committed.values():
             same.sort(reverse=True)  # popped from the end: file order
         kept: dict[str, str] = {}
@@ -460,6 +479,48 @@ def _committed(ws: Workspace, branch: Branch, hidden: frozenset[str], files: dic
     return got
 
 
+_points_memo: OrderedDict[tuple[Any, ...], tuple[frozenset[str], dict[str, list[tuple[str, dict[str, Any]]]]]] = \
+    OrderedDict()
+
+
+def _committed_points(ws: Workspace, branch: Branch, hidden: frozenset[str]
+                      ) -> tuple[frozenset[str], dict[str, list[tuple[str, dict[str, Any]]]]]:
+    """(the point ids of ``hidden``'s committed chunks in ``branch``, per path its
+    ``(point id, payload)`` pairs), memoised per indexed commit."""
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+    with _cache_lock:
+        got = _points_memo.get(key)
+    if got is None:
+        ids = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        by_path: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for pid, payload in ws.state.payloads(ids).items():
+            by_path.setdefault(str(payload.get("path", "")), []).append((pid, payload))
+        got = (ids, by_path)
+        with _cache_lock:
+            _points_memo[key] = got
+            while len(_points_memo) > 8:
+                _points_memo.popitem(last=False)
+    return got
+
+
+def _provisional(ws: Workspace, branch: Branch, hidden: frozenset[str], path: str, committed_blob: str | None,
+                 data: bytes) -> Any:
+    """gitrag.query.splice's analysis of ``path`` (its committed blob and chunks), or None."""
+    from gitrag.query.splice import splice
+
+    if not committed_blob or path not in hidden:
+        return None
+    points = _committed_points(ws, branch, hidden)[1].get(path)
+    if not points:
+        return None
+    try:
+        old = ws.repo.read_blob(committed_blob)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    graph = ws.state.file_symbols(branch.name, path, CHUNKER_VERSION)[1]
+    return splice(path, old, data, [payload for _, payload in points], graph)
+
+
 def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
     reason = policy.by_path(Entry(path, blob, mode))
     if reason:
@@ -468,30 +529,41 @@ def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: by
     return reason or policy.by_content(data, path)
 
 
-def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str, OverlayFile], int]:
-    """The overlaid files, from the process cache or chunked and embedded now."""
+def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool = True,
+           hidden: frozenset[str] = frozenset()) -> tuple[dict[str, OverlayFile], int]:
+    """The overlaid files, from the process cache or chunked and embedded now (an edited
+    file provisionally, see gitrag.query.splice, unless ``exact``)."""
+    from gitrag.query.splice import KnownChunk
+
     emb = ws.embedder
     fp = emb.fingerprint
     out: dict[str, OverlayFile] = {}
     fresh: list[tuple[tuple[str, ...], str, str, bytes, Any]] = []
-    for path, blob, data in todo:
+    spliced: set[str] = set()
+    chunked = lambda path, data: analyze(path, data, max_tokens=emb.max_tokens,  # noqa: E731
+                                         count_tokens=emb.count_tokens)
+    for path, blob, data, committed_blob in todo:
         key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
         with _cache_lock:
             got = _cache.get(key)
             if got is not None:
                 _cache.move_to_end(key)
-        if got is not None:
+        if got is not None and not (exact and got.provisional):
             out[path] = got
             continue
-        fresh.append((key, path, blob, data, analyze(path, data, max_tokens=emb.max_tokens,
-                                                     count_tokens=emb.count_tokens)))
+        analysis = None if exact else _provisional(ws, branch, hidden, path, committed_blob, data)
+        if analysis is not None:
+            spliced.add(path)
+        fresh.append((key, path, blob, data, analysis or chunked(path, data)))
     if not fresh:
         return out, 0
-    chunks = [(path, c) for _, path, _, _, a in fresh for c in a.chunks if c.embeddable]
+    # a carried-over chunk (KnownChunk) needs no vector here: its committed point answers for
+    # it from the store (Overlay.kept); _build chunks exactly when the store cannot (path filter)
+    chunks = [(path, c) for _, path, _, _, a in fresh for c in a.chunks if c.embeddable and not isinstance(c, KnownChunk)]
     hashes = list(dict.fromkeys(c.hash for _, c in chunks))
     vectors = ws.state.get_vectors(hashes, fp)
     texts = {c.hash: (c.text, c.span) for _, c in chunks}
-    todo_h = [h for h in hashes if h not in vectors]
+    todo_h = [h for h in hashes if h not in vectors and h in texts]
     embedded = 0
     if todo_h:
         got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
@@ -501,7 +573,7 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
         vectors.update(new)
         embedded = len(new)
     sparse_of = ws.state.get_sparse(hashes, sparse.VERSION)
-    new_sparse = {h: sparse.document_vector(texts[h][0]) for h in hashes if h not in sparse_of}
+    new_sparse = {h: sparse.document_vector(texts[h][0]) for h in hashes if h not in sparse_of and h in texts}
     if new_sparse:
         ws.state.put_sparse(new_sparse, sparse.VERSION)
         sparse_of.update(new_sparse)
@@ -510,8 +582,10 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
         payloads: list[dict[str, Any]] = []
         dense_rows: list[np.ndarray] = []
         postings: dict[int, list[tuple[int, float]]] = {}
+        dim = emb.dim
         for c in analysis.chunks:
-            if not c.embeddable or c.hash not in vectors:
+            known = isinstance(c, KnownChunk)
+            if not c.embeddable or not (known or c.hash in vectors):
                 continue
             payload = {
                 "path": path, "blob": blob, "start_byte": c.start_byte, "end_byte": c.end_byte,
@@ -520,16 +594,19 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
             }
             if c.prose:
                 payload["prose"] = c.prose
+            if known:  # never scored in memory (see above): a row of zeros keeps the indices
+                payloads.append(payload)
+                dense_rows.append(np.zeros(dim, np.float32))
+                continue
             vec = sparse.with_path(sparse_of[c.hash], path)
             for t, w in zip(vec.indices, vec.values):
                 postings.setdefault(t, []).append((len(payloads), w))
             payloads.append(payload)
             dense_rows.append(combine(vectors[c.hash], path_vecs[path]))
-        dim = emb.dim
         matrix = np.stack(dense_rows).astype(np.float32) if dense_rows else np.zeros((0, dim), np.float32)
         defs = [Definition(path, d.start_line, d.end_line, d.name, d.kind, d.parent, analysis.language)
                 for d in analysis.definitions]
-        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs)
+        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs, provisional=path in spliced)
         out[path] = f
         with _cache_lock:
             _cache[key] = f
