@@ -62,11 +62,12 @@ def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
     return int(diff[0]) if len(diff) else limit
 
 
-def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]], graph: str | None
-           ) -> FileAnalysis | None:
+def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]],
+           graph: str | list[dict[str, Any]] | None) -> FileAnalysis | None:
     """The provisional analysis of ``new`` (the file on disk) from ``old`` (its committed
     blob), ``committed`` (its points' payloads: start/end byte and line, symbol, kind,
-    language, chunk_hash, prose) and ``graph`` (its symbol graph JSON, or None); None when
+    language, chunk_hash, prose) and ``graph`` (its symbol graph JSON or that JSON's
+    ``definitions`` list, or None); None when
     the chunker must cut it (see the module doc)."""
     if not committed or old == new:
         return None
@@ -111,19 +112,30 @@ def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]], g
 
 
 def _known(c: dict[str, Any], delta: int, lines: int) -> KnownChunk:
-    return KnownChunk(int(c["start_byte"]) + delta, int(c["end_byte"]) + delta, int(c["start_line"]) + lines,
-                      int(c["end_line"]) + lines, str(c.get("symbol", "")), str(c.get("kind", "")),
-                      str(c.get("language", "text")), "", prose=float(c.get("prose", 0.0) or 0.0),
-                      known_hash=str(c["chunk_hash"]))
+    # the frozen dataclass's __init__ sets its 14 fields one object.__setattr__ at a time:
+    # a file's 50 carried-over chunks were a fifth of a provisional cut; same fields, set at once
+    chunk = object.__new__(KnownChunk)
+    chunk.__dict__.update(
+        start_byte=int(c["start_byte"]) + delta, end_byte=int(c["end_byte"]) + delta,
+        start_line=int(c["start_line"]) + lines, end_line=int(c["end_line"]) + lines,
+        symbol=str(c.get("symbol", "")), kind=str(c.get("kind", "")), language=str(c.get("language", "text")),
+        text="", context="", embeddable=True, span=None, prose=float(c.get("prose", 0.0) or 0.0), roles=(),
+        known_hash=str(c["chunk_hash"]))
+    return chunk
 
 
-def _moved(graph: str | None, first: int, last: int, lines: int) -> list[SymbolDef]:
+def definitions(graph: str | None) -> list[dict[str, Any]]:
+    """The ``definitions`` of a symbol graph JSON ([] when there is none or it does not parse)."""
+    try:
+        return list(json.loads(graph).get("definitions", [])) if graph else []
+    except (ValueError, AttributeError, TypeError):
+        return []
+
+
+def _moved(graph: str | list[dict[str, Any]] | None, first: int, last: int, lines: int) -> list[SymbolDef]:
     """The committed definitions with the edit's lines: after the change moved by ``lines``;
     around it, their end moved; before it, as they were."""
-    try:
-        defs = json.loads(graph).get("definitions", []) if graph else []
-    except (ValueError, AttributeError):
-        return []
+    defs = graph if isinstance(graph, list) else definitions(graph)
     out = []
     for d in defs:
         start, end = int(d.get("start_line", 0)), int(d.get("end_line", 0))

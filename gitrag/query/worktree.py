@@ -238,16 +238,15 @@ class Overlay:
         scored.sort(key=lambda item: (-item[0], item[1]))
         return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored[:limit]]
 
-    def _derived(self) -> tuple[frozenset[int], SymbolIndex]:
-        """(every term id of the overlay's sparse vectors, the symbol graph of its files),
-        kept for the last few sets of files: a second ask over the same edits rebuilds neither."""
+    def _derived(self) -> list[Any]:
+        """[every term id of the overlay's sparse vectors, the symbol graph of its files (made
+        when first asked for)], kept for the last few sets of files: a second ask over the
+        same edits rebuilds neither."""
         key = tuple((f.path, f.blob, f.provisional) for f in self.files.values())
         with _cache_lock:
             got = _derived.get(key)
         if got is None:
-            terms = frozenset(t for f in self.files.values() for t in f.postings)
-            defs = [d for f in self.files.values() for d in f.definitions]
-            got = (terms, SymbolIndex(self.files, defs, []))
+            got = [frozenset(t for f in self.files.values() for t in f.postings), None]
             with _cache_lock:
                 _derived[key] = got
                 while len(_derived) > 4:
@@ -261,7 +260,10 @@ class Overlay:
     # -- the symbol graph -------------------------------------------------------------------
     def graph(self) -> SymbolIndex:
         """The definitions of the overlaid files (no references: ranking asks for definitions only)."""
-        return self._derived()[1]
+        got = self._derived()
+        if got[1] is None:
+            got[1] = SymbolIndex(self.files, [d for f in self.files.values() for d in f.definitions], [])
+        return got[1]
 
 
 def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hit]:
@@ -275,7 +277,7 @@ def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hi
 
 _cache: OrderedDict[tuple[str, ...], OverlayFile] = OrderedDict()
 _cache_lock = threading.Lock()
-_derived: OrderedDict[tuple[tuple[str, str, bool], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
+_derived: OrderedDict[tuple[tuple[str, str, bool], ...], list[Any]] = OrderedDict()
 # Whether an ask may take an edited file's chunks from gitrag.query.splice (its committed
 # chunks, the changed range as one chunk) when the chunker's cut is not cached yet: the
 # daemon sets it, since its warm-up (gitrag.daemon.warm) replaces them with the chunker's
@@ -506,7 +508,7 @@ def _committed_points(ws: Workspace, branch: Branch, hidden: frozenset[str]
 def _provisional(ws: Workspace, branch: Branch, hidden: frozenset[str], path: str, committed_blob: str | None,
                  data: bytes) -> Any:
     """gitrag.query.splice's analysis of ``path`` (its committed blob and chunks), or None."""
-    from gitrag.query.splice import splice
+    from gitrag.query.splice import definitions, splice
 
     if not committed_blob or path not in hidden:
         return None
@@ -517,8 +519,17 @@ def _provisional(ws: Workspace, branch: Branch, hidden: frozenset[str], path: st
         old = ws.repo.read_blob(committed_blob)
     except (KeyError, ValueError, pygit2.GitError):
         return None
-    graph = ws.state.file_symbols(branch.name, path, CHUNKER_VERSION)[1]
+    gkey = (str(ws.data_dir), committed_blob)
+    graph = _graphs.get(gkey)
+    if graph is None:
+        graph = _graphs[gkey] = definitions(ws.state.file_symbols(branch.name, path, CHUNKER_VERSION)[1])
+        while len(_graphs) > CACHE_FILES:
+            _graphs.popitem(last=False)
     return splice(path, old, data, [payload for _, payload in points], graph)
+
+
+# (data dir, committed blob) -> the definitions of its symbol graph, as stored
+_graphs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
 
 def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
@@ -581,6 +592,7 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
     for key, path, blob, data, analysis in fresh:
         payloads: list[dict[str, Any]] = []
         dense_rows: list[np.ndarray] = []
+        rows: list[int] = []
         postings: dict[int, list[tuple[int, float]]] = {}
         dim = emb.dim
         for c in analysis.chunks:
@@ -594,16 +606,18 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
             }
             if c.prose:
                 payload["prose"] = c.prose
-            if known:  # never scored in memory (see above): a row of zeros keeps the indices
+            if known:  # never scored in memory (see above): its row stays zeros
                 payloads.append(payload)
-                dense_rows.append(np.zeros(dim, np.float32))
                 continue
             vec = sparse.with_path(sparse_of[c.hash], path)
             for t, w in zip(vec.indices, vec.values):
                 postings.setdefault(t, []).append((len(payloads), w))
+            rows.append(len(payloads))
             payloads.append(payload)
             dense_rows.append(combine(vectors[c.hash], path_vecs[path]))
-        matrix = np.stack(dense_rows).astype(np.float32) if dense_rows else np.zeros((0, dim), np.float32)
+        matrix = np.zeros((len(payloads), dim), np.float32)
+        if dense_rows:
+            matrix[rows] = np.stack(dense_rows)
         defs = [Definition(path, d.start_line, d.end_line, d.name, d.kind, d.parent, analysis.language)
                 for d in analysis.definitions]
         f = OverlayFile(path, blob, data, payloads, matrix, postings, defs, provisional=path in spliced)
