@@ -25,6 +25,7 @@ import math
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -342,11 +343,32 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
     ``exact``: False lets an edited file not cached yet be chunked provisionally
     (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
     exact build (the daemon's warm-up) does not wait for the asks' turns, nor they for it."""
+    global _asking, _last_ask
     exact = (not PROVISIONAL) if exact is None else exact
     if exact and PROVISIONAL:
         return _build(ws, branch, exact)
     with _build_lock:
-        return _build(ws, branch, exact)
+        _asking += 1
+        try:
+            return _build(ws, branch, exact)
+        finally:
+            _asking -= 1
+            _last_ask = time.monotonic()
+
+
+_asking = 0  # asks building an overlay now (the daemon's warm-up gives way to them, see _give_way)
+_last_ask = 0.0  # monotonic time the last one finished
+GIVE_WAY_S = 0.3  # the rest of an ask (its search and ranking) after its overlay is built
+MAX_WAIT_S = 5.0  # the warm-up waits at most this long before a file
+
+
+def _give_way() -> None:
+    """Before the daemon's warm-up chunks a file (Python work holding the GIL): wait while an
+    ask is building its overlay or was a moment ago, so a first ask after edits (which cuts
+    them provisionally, in ms) does not share the interpreter with the chunker."""
+    deadline = time.monotonic() + MAX_WAIT_S
+    while (_asking or time.monotonic() - _last_ask < GIVE_WAY_S) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
@@ -565,6 +587,8 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
         analysis = None if exact else _provisional(ws, branch, hidden, path, committed_blob, data)
         if analysis is not None:
             spliced.add(path)
+        elif exact and PROVISIONAL:  # the daemon's warm-up: asks first
+            _give_way()
         fresh.append((key, path, blob, data, analysis or chunked(path, data)))
     if not fresh:
         return out, 0
