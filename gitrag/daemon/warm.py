@@ -67,4 +67,6 @@ def warm(ws: Workspace) -> None:
 
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:
-        worktree.build(ws, branch, exact=True)  # replaces an ask's provisional chunks (gitrag.query.splice)
+        quick = worktree.build(ws, branch, exact=False)  # edits cut provisionally first (ms): an ask meanwhile finds them
+        if any(f.provisional for f in quick.files.values()):  # then the chunker's cut replaces them
+            worktree.build(ws, branch, exact=True)
