@@ -9,6 +9,13 @@
     -> in-memory dense (dot product, as the store's cosine) and sparse lists (the store's own
        IDF for each query term), merged into the same candidate lists the ranking fuses
 
+A chunk an edit left as it was (same text, same path) is not scored here: its committed
+point keeps answering from the store and is renamed to the work-tree chunk (Overlay.kept,
+Overlay.drop), so only the changed chunks' points are hidden and only changed chunks are
+scored in memory. In the daemon (PROVISIONAL) an edited file not cut yet is cut from its
+committed chunks (gitrag.query.splice: no parse) and the daemon's warm-up replaces that
+with the chunker's cut.
+
 So an edited file answers with its new code, a deleted or renamed-away one no longer
 answers, and a new untracked file answers at once; every such result carries
 ``source="worktree"`` and its snippet comes from the file on disk. A file's chunks and
