@@ -349,11 +349,13 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
 
     ``exact``: False lets an edited file not cached yet be chunked provisionally
     (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
-    exact build (the daemon's warm-up) does not wait for the asks' turns, nor they for it."""
+    exact build in the daemon (its warm-up) gives the turn up while it chunks a file, so an
+    ask never waits for the chunker there."""
     global _asking, _last_ask
     exact = (not PROVISIONAL) if exact is None else exact
-    if exact and PROVISIONAL:
-        return _build(ws, branch, exact)
+    if exact and PROVISIONAL:  # the daemon's warm-up: holds the turn except while it chunks (see _files)
+        with _build_lock:
+            return _build(ws, branch, exact)
     with _build_lock:
         _asking += 1
         try:
@@ -594,8 +596,13 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
         analysis = None if exact else _provisional(ws, branch, hidden, path, committed_blob, data)
         if analysis is not None:
             spliced.add(path)
-        elif exact and PROVISIONAL:  # the daemon's warm-up: asks first
-            _give_way()
+        elif exact and PROVISIONAL:  # the daemon's warm-up: chunks without the turn, asks first
+            _build_lock.release()
+            try:
+                _give_way()
+                analysis = chunked(path, data)  # pure computation: no SQLite, no shared state
+            finally:
+                _build_lock.acquire()
         fresh.append((key, path, blob, data, analysis or chunked(path, data)))
     if not fresh:
         return out, 0
