@@ -181,8 +181,12 @@ def log_latency(click: Path, n: int, tmp: Path) -> dict:
 
 
 def blame_cost(click: Path, tmp: Path) -> dict:
+    """libgit2's blame of one range (the old ``ask --blame``) against git's (gitrag.git.blame),
+    interleaved range by range; then ``ask --blame`` of 10 results as shipped (the ranges of a
+    file in one git run, files in parallel) against 10 libgit2 blames."""
     import pygit2
 
+    from gitrag.git import blame as gitblame
     from gitrag.git import log as gitlog
 
     repo = pygit2.Repository(str(click))
@@ -191,15 +195,36 @@ def blame_cost(click: Path, tmp: Path) -> dict:
     paths = [p for p in ("src/click/core.py", "src/click/termui.py", "src/click/types.py", "src/click/utils.py",
                          "src/click/decorators.py", "src/click/shell_completion.py")]
     rng = random.Random(1)
-    times = []
+    lib, cli, agree = [], [], 0
+    ranges = []
     for _ in range(30):
         p = rng.choice(paths)
         size = len(tree[p].data.splitlines())
         a = rng.randint(1, size - 20)
+        ranges.append((p, a, min(size, a + rng.randint(5, 40))))
+    for key in ranges:
         t = time.perf_counter()
-        gitlog.blame_range(repo, head, p, a, min(size, a + rng.randint(5, 40)))
-        times.append((time.perf_counter() - t) * 1000)
-    return {"ranges": len(times), "ms": {"p50": round(statistics.median(times)), "max": round(max(times))}}
+        old = gitlog.blame_range(repo, head, *key)
+        lib.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        new = gitblame.blame_ranges(repo, head, [key])[key]
+        cli.append((time.perf_counter() - t) * 1000)
+        agree += old == new
+    asks_lib, asks_cli = [], []
+    for i in range(0, 30, 10):  # three "asks" of 10 results each
+        keys = ranges[i:i + 10]
+        t = time.perf_counter()
+        for key in keys:
+            gitlog.blame_range(repo, head, *key)
+        asks_lib.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        gitblame.blame_ranges(repo, head, keys)
+        asks_cli.append((time.perf_counter() - t) * 1000)
+    return {"ranges": len(ranges), "agree": agree,
+            "libgit2_ms": {"p50": round(statistics.median(lib)), "max": round(max(lib))},
+            "git_ms": {"p50": round(statistics.median(cli)), "max": round(max(cli))},
+            "ratio_p50": round(statistics.median(lib) / statistics.median(cli), 2),
+            "ask_10_results_ms": {"libgit2": [round(x) for x in asks_lib], "git": [round(x) for x in asks_cli]}}
 
 
 def main() -> int:

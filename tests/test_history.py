@@ -164,6 +164,50 @@ def test_ask_blame_gives_the_last_commit_that_changed_each_result(repo: Repo) ->
     assert "last changed" in plain.stdout and "Make scale return floats" in plain.stdout
 
 
+def test_blame_of_several_ranges_of_a_file_runs_git_once_and_agrees_with_libgit2(
+        repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gitrag.git.blame: the ranges of one file go to one `git blame -L .. -L ..`; each range
+    gets the newest commit that last changed one of its lines (as libgit2's per-range blame
+    says), a path missing from the tree gets None, and without git libgit2 answers."""
+    import subprocess
+
+    from gitrag.git import blame as gitblame
+    from gitrag.git import log as gitlog
+
+    lines = [f"line_{i} = {i}\n" for i in range(1, 31)]
+    repo.write("m.py", "".join(lines))
+    repo.commit("Thirty lines")
+    first = repo.head()
+    lines[4] = "line_5 = 'five'\n"
+    repo.write("m.py", "".join(lines))
+    repo.commit("Line five in words")
+    fifth = repo.head()
+    lines[19] = "line_20 = 'twenty'\n"
+    repo.write("m.py", "".join(lines))
+    repo.commit("Line twenty in words")
+    twentieth = repo.head()
+    repo.write("n.py", "X = 1\n")
+    repo.commit("Unrelated")
+    head = repo.head()
+    git = pygit2.Repository(str(repo.path))
+    wanted = [("m.py", 1, 4), ("m.py", 3, 8), ("m.py", 18, 25), ("m.py", 26, 30), ("gone.py", 1, 2)]
+    runs: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting(args, *a, **kw):  # type: ignore[no-untyped-def]
+        runs.append(list(args))
+        return real_run(args, *a, **kw)
+
+    monkeypatch.setattr(gitblame.subprocess, "run", counting)
+    found = gitblame.blame_ranges(git, head, wanted)
+    assert [found[k].commit if found[k] else None for k in wanted] == [first, fifth, twentieth, first, None]
+    for path, start, end in wanted[:4]:
+        assert found[(path, start, end)] == gitlog.blame_range(git, head, path, start, end)
+    assert sum(1 for a in runs if "m.py" in a) == 1  # the four ranges of m.py: one git run
+    monkeypatch.setattr(gitblame.shutil, "which", lambda name: None)
+    assert gitblame.blame_ranges(git, head, wanted) == found
+
+
 def test_similar_past_fixes_raise_the_files_they_changed(repo: Repo) -> None:
     """The `history` ranking stage: a past commit whose message resembles the question points
     at the file it changed (x2 for the best such file); a file only a big import touched

@@ -245,3 +245,110 @@ def test_the_overlay_keeps_the_history_stage(indexed: Repo) -> None:
         wrapped = worktree.OverlayLookup(base, worktree.build(ws, ws.state.branch(ws.repo.branch())), None)
         query = analyse("cap the backoff delay")
         assert base.history_prior(query) and wrapped.history_prior(query) == base.history_prior(query)
+
+
+def _function(name: str, word: str) -> str:
+    return (f"def {name}(items, limit=10):\n    \"\"\"Return the {word} of every item, at most limit of them, "
+            f"skipping the empty ones.\"\"\"\n    out = []\n    for item in items[:limit]:\n"
+            f"        if item:\n            out.append(item.{word})\n    return out\n")
+
+
+@pytest.mark.parametrize("post_filter", [True, False], ids=["kept-points", "filtered-by-the-store"])
+def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(
+        indexed: Repo, post_filter: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit of one function hides only that function's committed point: the file's other
+    chunks keep answering from the store, as work-tree results with the lines on disk (the
+    edit added lines above them), scoring what they score without the overlay. With more
+    changed points than POST_FILTER_MAX the store leaves the whole path out and the overlay
+    scores every chunk itself: the same answers."""
+    if not post_filter:
+        monkeypatch.setattr(worktree, "POST_FILTER_MAX", 0)
+    first, middle, last = (_function("collect_names", "name"), _function("collect_sizes", "size"),
+                           _function("collect_owners_of_tickets", "owner"))
+    indexed.write("net/collect.py", f"{first}\n\n{middle}\n\n{last}")
+    indexed.commit("collectors")
+    index(indexed.path)
+    committed = _ask(indexed, "collect_owners_of_tickets owner", mode="dense", worktree=False)["results"][0]
+    assert committed["symbol"] == "collect_owners_of_tickets"
+    edited = middle.replace("    return out\n", "    out.sort()\n    # sorted by size\n    return out\n")
+    indexed.write("net/collect.py", f"{first}\n\n{edited}\n\n{last}")
+    with open_workspace(indexed.path) as ws:
+        ov = worktree.build(ws, ws.state.branch(ws.repo.branch()))
+        if post_filter:
+            assert len(ov.hidden_ids) == 1 and len(ov.kept) == 2  # only collect_sizes' point is dropped
+        else:
+            assert len(ov.hidden_ids) == 3 and not ov.kept and not ov.post_filter
+    got = _ask(indexed, "collect_owners_of_tickets owner", mode="dense")["results"][0]
+    assert (got["symbol"], got["source"]) == ("collect_owners_of_tickets", "worktree")
+    assert got["start_line"] == committed["start_line"] + 2  # the lines on disk
+    assert got["snippet"].startswith("def collect_owners_of_tickets")
+    assert got["score"] == pytest.approx(committed["score"], abs=0 if post_filter else 1e-3)
+    changed = _ask(indexed, "collect_sizes sorted by size", k=10)["results"]
+    sizes = [r for r in changed if r["symbol"] == "collect_sizes"]
+    assert len(sizes) == 1 and sizes[0]["source"] == "worktree" and "out.sort()" in sizes[0]["snippet"]
+
+
+def test_provisional_chunks_of_an_edit_are_the_chunkers_and_the_edit_answers(
+        indexed: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the daemon (worktree.PROVISIONAL) an ask chunks an edited file from its committed
+    chunks (gitrag.query.splice: only the changed range is new, nothing is parsed): for an
+    edit inside one function the chunks are the chunker's own, one chunk is embedded, and
+    the edit answers from the work tree; a new untracked file is still cut by the chunker,
+    and an exact build (the warm-up) replaces the provisional files."""
+    first, middle, last = (_function("collect_names", "name"), _function("collect_sizes", "size"),
+                           _function("collect_owners_of_tickets", "owner"))
+    indexed.write("net/collect.py", f"{first}\n\n{middle}\n\n{last}")
+    indexed.commit("collectors")
+    index(indexed.path)
+    edited = middle.replace("    return out\n", "    out.sort()\n    # sorted by size\n    return out\n")
+    indexed.write("net/collect.py", f"{first}\n\n{edited}\n\n{last}")
+    indexed.write("net/fresh.py", _function("collect_colours", "colour"))
+    monkeypatch.setattr(worktree, "PROVISIONAL", True)
+    shape = lambda ov: {p: [(x["start_line"], x["end_line"], x["chunk_hash"], x["symbol"]) for x in f.payloads]  # noqa: E731
+                        for p, f in ov.files.items()}
+    with open_workspace(indexed.path) as ws:
+        branch = ws.state.branch(ws.repo.branch())
+        quick = worktree.build(ws, branch)
+        assert quick.files["net/collect.py"].provisional and not quick.files["net/fresh.py"].provisional
+        assert len(quick.hidden_ids) == 1 and len(quick.kept) == 2
+        exact = worktree.build(ws, branch, exact=True)
+        assert not any(f.provisional for f in exact.files.values())
+        assert shape(quick) == shape(exact)
+        worktree._cache.clear()
+        worktree._hidden_memo.clear()
+    got = _ask(indexed, "collect_sizes sorted by size", k=10)
+    assert got["worktree"]["embedded"] == 0  # the vectors of both cuts are the same: cached by the builds above
+    sizes = [r for r in got["results"] if r["symbol"] == "collect_sizes"]
+    assert len(sizes) == 1 and sizes[0]["source"] == "worktree" and "out.sort()" in sizes[0]["snippet"]
+    assert any(r["path"] == "net/fresh.py" for r in _ask(indexed, "collect_colours colour", k=3)["results"])
+
+
+def test_splice_names_the_changed_range_as_committed_and_moves_the_rest() -> None:
+    """gitrag.query.splice on its own: a renamed function keeps its committed name and its
+    new code, the chunks after it move by the lines the edit added; a change no committed
+    chunk touches, and a large one, are left to the chunker (None)."""
+    from gitrag.index.chunking import analyze
+    from gitrag.query.splice import KnownChunk, splice
+
+    old = (_function("collect_names", "name") + "\n\n" + _function("collect_sizes", "size") + "\n\n"
+           + _function("collect_owners", "owner")).encode()
+    committed = [{"start_byte": c.start_byte, "end_byte": c.end_byte, "start_line": c.start_line,
+                  "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind, "language": c.language,
+                  "chunk_hash": c.hash} for c in analyze("m.py", old).chunks if c.embeddable]
+    assert [c["symbol"] for c in committed] == ["collect_names", "collect_sizes", "collect_owners"]
+    new = old.replace(b"def collect_sizes(items", b"def collect_dimensions(items").replace(
+        b"out.append(item.size)", b"out.append(item.size)\n            out.append(item.depth)")
+    got = splice("m.py", old, new, committed, '{"definitions": [{"name": "collect_owners", "kind": "function", '
+                 '"start_line": %d, "end_line": %d}]}' % (committed[2]["start_line"], committed[2]["end_line"]))
+    assert got is not None
+    assert [type(c) is KnownChunk for c in got.chunks] == [True, False, True]
+    changed = got.chunks[1]
+    assert changed.symbol == "collect_sizes" and "collect_dimensions" in changed.text and "item.depth" in changed.text
+    assert new[changed.start_byte:changed.end_byte].startswith(b"def collect_dimensions")
+    moved = got.chunks[2]
+    assert (moved.start_line, moved.hash) == (committed[2]["start_line"] + 1, committed[2]["chunk_hash"])
+    assert new[moved.start_byte:moved.end_byte] == old[committed[2]["start_byte"]:committed[2]["end_byte"]]
+    assert got.definitions[0].start_line == committed[2]["start_line"] + 1
+    assert splice("m.py", old, old + b"\n\n# trailing\n", committed[:2], None) is None  # no chunk touches it
+    assert splice("m.py", old, old.replace(b"return out", b"return out\n" + b"    x = 1\n" * 1000, 1), committed,
+                  None) is None

@@ -70,8 +70,11 @@ def acquire_lock() -> IO[str]:
 def run(options: Options | None = None) -> int:
     """Run the daemon in the foreground until told to stop; returns the exit code (0).
     Raises AlreadyRunning, SocketInUse, or OSError when the socket cannot be made."""
+    from gitrag.query import worktree
+
     lock = [acquire_lock()]  # the watch may swap it for a new one (see gitrag.daemon.watch)
     memory.limit_arenas()  # before any worker thread allocates
+    worktree.PROVISIONAL = True  # the warm-up (gitrag.daemon.warm) chunks exactly right after an ask
     try:
         return asyncio.run(_serve(options or Options(), lock))
     finally:

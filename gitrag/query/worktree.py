@@ -9,6 +9,13 @@
     -> in-memory dense (dot product, as the store's cosine) and sparse lists (the store's own
        IDF for each query term), merged into the same candidate lists the ranking fuses
 
+A chunk an edit left as it was (same text, same path) is not scored here: its committed
+point keeps answering from the store and is renamed to the work-tree chunk (Overlay.kept,
+Overlay.drop), so only the changed chunks' points are hidden and only changed chunks are
+scored in memory. In the daemon (PROVISIONAL) an edited file not cut yet is cut from its
+committed chunks (gitrag.query.splice: no parse) and the daemon's warm-up replaces that
+with the chunker's cut.
+
 So an edited file answers with its new code, a deleted or renamed-away one no longer
 answers, and a new untracked file answers at once; every such result carries
 ``source="worktree"`` and its snippet comes from the file on disk. A file's chunks and
@@ -25,6 +32,7 @@ import math
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +79,7 @@ class OverlayFile:
     postings: dict[int, list[tuple[int, float]]]
     definitions: list[Definition]
     languages: frozenset[str] = frozenset()
+    provisional: bool = False  # chunked by gitrag.query.splice, not by the chunker
 
     def __post_init__(self) -> None:
         self.languages = frozenset(p.get("language", "") for p in self.payloads)
@@ -99,6 +108,11 @@ class Overlay:
     truncated: int = 0
     generation: str = ""  # the branch's indexed commit when built (keys the IDF memo)
     hidden_ids: frozenset[str] = frozenset()  # point ids of the hidden paths' committed chunks
+    # committed point id -> overlay key of the same chunk (same text, same path) in the work
+    # tree's file: the store's list answers for it and the hit is renamed (see drop); those
+    # chunks are left out of the overlay's own lists. Empty when the path filter is used.
+    kept: dict[str, str] = field(default_factory=dict)
+    _own: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # path -> indices scored here
 
     @property
     def active(self) -> bool:
@@ -116,8 +130,28 @@ class Overlay:
         return len(self.hidden_ids) if self.post_filter else 0
 
     def drop(self, hits: list[Hit]) -> list[Hit]:
-        """``hits`` without the hidden paths' committed points."""
-        return [h for h in hits if h.id not in self.hidden_ids] if self.hidden_ids else hits
+        """``hits`` without the hidden paths' committed points whose chunk the work tree
+        changed; a point whose chunk the work-tree file still holds unchanged is renamed to
+        that chunk's overlay key (its payload from the file on disk: new lines, ``source``),
+        its score kept (the same text and path: the same vectors the overlay would score)."""
+        if not (self.hidden_ids or self.kept):
+            return hits
+        out = []
+        for h in hits:
+            if h.id in self.hidden_ids:
+                continue
+            key = self.kept.get(h.id)
+            if key is None:
+                out.append(h)
+            else:
+                got = self._locate(key)
+                out.append(Hit(key, h.score, got[0].payloads[got[1]]) if got else h)
+        return out
+
+    def own(self, f: OverlayFile) -> np.ndarray:
+        """Indices of ``f``'s chunks the overlay scores itself (those no kept point answers for)."""
+        got = self._own.get(f.path)
+        return got if got is not None else np.arange(len(f.payloads))
 
     def scope(self, scope: SearchFilter | None) -> SearchFilter | None:
         """``scope`` for the store's query: with the hidden paths in ``excluded_paths`` when
@@ -174,8 +208,11 @@ class Overlay:
         admitted = self._admitted(scope)
         if not admitted:
             return []
-        scores = np.concatenate([f.dense @ q for f in admitted])
-        owner = [(f, i) for f in admitted for i in range(len(f.payloads))]
+        rows = [(f, self.own(f)) for f in admitted]
+        scores = np.concatenate([(f.dense[idx] if len(idx) < len(f.payloads) else f.dense) @ q for f, idx in rows])
+        owner = [(f, int(i)) for f, idx in rows for i in idx]
+        if not owner:
+            return []
         order = np.argsort(-scores, kind="stable")
         if floor > -math.inf:
             order = order[: int(np.count_nonzero(scores >= floor))]
@@ -200,21 +237,24 @@ class Overlay:
                 weight = q * idf.get(t, 0.0)
                 for i, w in f.postings.get(t, ()):
                     acc[i] = acc.get(i, 0.0) + weight * w
+            mine = self._own.get(f.path)
+            if mine is not None:
+                allowed = set(mine.tolist())
+                acc = {i: v for i, v in acc.items() if i in allowed}
             scored += [(s, overlay_key(f.path, i), f, i) for i, s in acc.items()
                        if s > 0 and s >= floor and self._inside(f, i, scope)]
         scored.sort(key=lambda item: (-item[0], item[1]))
         return [Hit(key, score, f.payloads[i]) for score, key, f, i in scored[:limit]]
 
-    def _derived(self) -> tuple[frozenset[int], SymbolIndex]:
-        """(every term id of the overlay's sparse vectors, the symbol graph of its files),
-        kept for the last few sets of files: a second ask over the same edits rebuilds neither."""
-        key = tuple((f.path, f.blob) for f in self.files.values())
+    def _derived(self) -> list[Any]:
+        """[every term id of the overlay's sparse vectors, the symbol graph of its files (made
+        when first asked for)], kept for the last few sets of files: a second ask over the
+        same edits rebuilds neither."""
+        key = tuple((f.path, f.blob, f.provisional) for f in self.files.values())
         with _cache_lock:
             got = _derived.get(key)
         if got is None:
-            terms = frozenset(t for f in self.files.values() for t in f.postings)
-            defs = [d for f in self.files.values() for d in f.definitions]
-            got = (terms, SymbolIndex(self.files, defs, []))
+            got = [frozenset(t for f in self.files.values() for t in f.postings), None]
             with _cache_lock:
                 _derived[key] = got
                 while len(_derived) > 4:
@@ -228,7 +268,10 @@ class Overlay:
     # -- the symbol graph -------------------------------------------------------------------
     def graph(self) -> SymbolIndex:
         """The definitions of the overlaid files (no references: ranking asks for definitions only)."""
-        return self._derived()[1]
+        got = self._derived()
+        if got[1] is None:
+            got[1] = SymbolIndex(self.files, [d for f in self.files.values() for d in f.definitions], [])
+        return got[1]
 
 
 def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hit]:
@@ -242,7 +285,12 @@ def merge(store_hits: list[Hit], overlay_hits: list[Hit], limit: int) -> list[Hi
 
 _cache: OrderedDict[tuple[str, ...], OverlayFile] = OrderedDict()
 _cache_lock = threading.Lock()
-_derived: OrderedDict[tuple[tuple[str, str], ...], tuple[frozenset[int], SymbolIndex]] = OrderedDict()
+_derived: OrderedDict[tuple[tuple[str, str, bool], ...], list[Any]] = OrderedDict()
+# Whether an ask may take an edited file's chunks from gitrag.query.splice (its committed
+# chunks, the changed range as one chunk) when the chunker's cut is not cached yet: the
+# daemon sets it, since its warm-up (gitrag.daemon.warm) replaces them with the chunker's
+# cut within a second; a one-off process chunks exactly.
+PROVISIONAL = False
 
 
 def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
@@ -286,12 +334,53 @@ _verdicts: OrderedDict[tuple[str, ...], str | None] = OrderedDict()  # (data dir
 _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = OrderedDict()
 
 
-def build(ws: Workspace, branch: Branch) -> Overlay:
+_build_lock = threading.Lock()  # one build at a time in a process (see build)
+
+
+def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
     skipped with its reason (its committed points hidden). Raises what the embedder raises
-    as a whole (EmbedderUnavailable)."""
+    as a whole (EmbedderUnavailable). Builds in one process take turns: an ask that comes
+    while the daemon's warm-up (gitrag.daemon.warm) chunks the same edits waits for it and
+    then finds them cached, instead of chunking them a second time beside it (on a busy
+    machine two builds of the same files take twice the CPU and both finish late).
+
+    ``exact``: False lets an edited file not cached yet be chunked provisionally
+    (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
+    exact build in the daemon (its warm-up) gives the turn up while it chunks a file, so an
+    ask never waits for the chunker there."""
+    global _asking, _last_ask
+    exact = (not PROVISIONAL) if exact is None else exact
+    if exact and PROVISIONAL:  # the daemon's warm-up: holds the turn except while it chunks (see _files)
+        with _build_lock:
+            return _build(ws, branch, exact)
+    with _build_lock:
+        _asking += 1
+        try:
+            return _build(ws, branch, exact)
+        finally:
+            _asking -= 1
+            _last_ask = time.monotonic()
+
+
+_asking = 0  # asks building an overlay now (the daemon's warm-up gives way to them, see _give_way)
+_last_ask = 0.0  # monotonic time the last one finished
+GIVE_WAY_S = 0.3  # the rest of an ask (its search and ranking) after its overlay is built
+MAX_WAIT_S = 5.0  # the warm-up waits at most this long before a file
+
+
+def _give_way() -> None:
+    """Before the daemon's warm-up chunks a file (Python work holding the GIL): wait while an
+    ask is building its overlay or was a moment ago, so a first ask after edits (which cuts
+    them provisionally, in ms) does not share the interpreter with the chunker."""
+    deadline = time.monotonic() + MAX_WAIT_S
+    while (_asking or time.monotonic() - _last_ask < GIVE_WAY_S) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
     paths, changes = dirty_paths(ws, branch)
     if not paths:
         return Overlay(changes=changes)
@@ -304,7 +393,7 @@ def build(ws: Workspace, branch: Branch) -> Overlay:
         ignore = ""
     policy: list[Policy] = []  # made on the first file not judged before in this process
     hidden: set[str] = set()
-    todo: list[tuple[str, str, bytes]] = []
+    todo: list[tuple[str, str, bytes, str | None]] = []
     skipped: dict[str, str] = {}
     truncated = 0
     for path in paths:
@@ -360,28 +449,118 @@ def build(ws: Workspace, branch: Branch) -> Overlay:
             truncated += 1
             hidden.discard(path)  # left as indexed: better stale than missing
             continue
-        todo.append((path, blob, data))
-    files, embedded = _files(ws, todo)
-    hidden_ids = _hidden_ids(ws, branch, frozenset(hidden))
+        todo.append((path, blob, data, known.blob if known is not None else None))
+    files, embedded = _files(ws, branch, todo, exact, frozenset(hidden))
+    hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
+    if len(hidden_ids) > POST_FILTER_MAX and any(f.provisional for f in files.values()):
+        # the store leaves the hidden paths out by a filter: every chunk is scored here, so cut them exactly
+        files, more = _files(ws, branch, todo, True, frozenset(hidden))
+        embedded += more
+        hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
-                   hidden_ids)
+                   hidden_ids, kept, own)
 
 
-_hidden_memo: OrderedDict[tuple[Any, ...], frozenset[str]] = OrderedDict()
+_hidden_memo: OrderedDict[tuple[Any, ...], tuple[frozenset[str], dict[str, str], dict[str, np.ndarray]]] = OrderedDict()
 
 
-def _hidden_ids(ws: Workspace, branch: Branch, hidden: frozenset[str]) -> frozenset[str]:
-    """The point ids of ``hidden``'s committed chunks in ``branch`` (memoised per indexed commit)."""
+def _committed(ws: Workspace, branch: Branch, hidden: frozenset[str], files: dict[str, OverlayFile]
+               ) -> tuple[frozenset[str], dict[str, str], dict[str, np.ndarray]]:
+    """(the committed point ids that must not answer, kept: committed point id -> overlay key
+    of the same chunk still in the work-tree file, the indices of each overlaid file's
+    chunks the overlay scores itself), memoised per indexed commit and overlaid blobs.
+
+    An edit of one function leaves the file's other chunks as they were (same text, same
+    path: the same point but for its lines): their points keep answering from the store
+    (renamed by Overlay.drop), so only the changed chunks' points are dropped and only the
+    changed chunks are scored in memory. Matched by chunk hash, in file order. When even
+    the changed chunks' points are more than POST_FILTER_MAX (the hidden paths then leave
+    the store's query by a path filter, kept chunks with them), nothing is kept."""
     if not hidden:
-        return frozenset()
-    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+        return frozenset(), {}, {}
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden,
+           tuple((p, f.blob, f.provisional) for p, f in files.items() if p in hidden))
     got = _hidden_memo.get(key)
     if got is None:
-        got = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        ids, by_path = _committed_points(ws, branch, hidden)
+        committed: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for path, points in by_path.items():
+            if path in files:
+                for pid, payload in points:
+                    committed.setdefault((path, payload.get("chunk_hash", "")), []).append(
+                        (int(payload.get("start_byte", 0)), pid))
+        for same in committed.values():
+            same.sort(reverse=True)  # popped from the end: file order
+        kept: dict[str, str] = {}
+        own: dict[str, np.ndarray] = {}
+        for path, f in files.items():
+            if path not in hidden:
+                continue
+            mine = []
+            for i, p in enumerate(f.payloads):
+                same = committed.get((path, p["chunk_hash"]))
+                if same:
+                    kept[same.pop()[1]] = overlay_key(path, i)
+                else:
+                    mine.append(i)
+            own[path] = np.asarray(mine, dtype=np.int64)
+        rest = frozenset(ids) - kept.keys()
+        got = (rest, kept, own) if len(rest) <= POST_FILTER_MAX else (frozenset(ids), {}, {})
         _hidden_memo[key] = got
         while len(_hidden_memo) > 8:
             _hidden_memo.popitem(last=False)
     return got
+
+
+_points_memo: OrderedDict[tuple[Any, ...], tuple[frozenset[str], dict[str, list[tuple[str, dict[str, Any]]]]]] = \
+    OrderedDict()
+
+
+def _committed_points(ws: Workspace, branch: Branch, hidden: frozenset[str]
+                      ) -> tuple[frozenset[str], dict[str, list[tuple[str, dict[str, Any]]]]]:
+    """(the point ids of ``hidden``'s committed chunks in ``branch``, per path its
+    ``(point id, payload)`` pairs), memoised per indexed commit."""
+    key = (str(ws.data_dir), branch.name, branch.indexed_commit, branch.chunker, hidden)
+    with _cache_lock:
+        got = _points_memo.get(key)
+    if got is None:
+        ids = frozenset(ws.state.point_ids(branch.name, sorted(hidden)))
+        by_path: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for pid, payload in ws.state.payloads(ids).items():
+            by_path.setdefault(str(payload.get("path", "")), []).append((pid, payload))
+        got = (ids, by_path)
+        with _cache_lock:
+            _points_memo[key] = got
+            while len(_points_memo) > 8:
+                _points_memo.popitem(last=False)
+    return got
+
+
+def _provisional(ws: Workspace, branch: Branch, hidden: frozenset[str], path: str, committed_blob: str | None,
+                 data: bytes) -> Any:
+    """gitrag.query.splice's analysis of ``path`` (its committed blob and chunks), or None."""
+    from gitrag.query.splice import definitions, splice
+
+    if not committed_blob or path not in hidden:
+        return None
+    points = _committed_points(ws, branch, hidden)[1].get(path)
+    if not points:
+        return None
+    try:
+        old = ws.repo.read_blob(committed_blob)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    gkey = (str(ws.data_dir), committed_blob)
+    graph = _graphs.get(gkey)
+    if graph is None:
+        graph = _graphs[gkey] = definitions(ws.state.file_symbols(branch.name, path, CHUNKER_VERSION)[1])
+        while len(_graphs) > CACHE_FILES:
+            _graphs.popitem(last=False)
+    return splice(path, old, data, [payload for _, payload in points], graph)
+
+
+# (data dir, committed blob) -> the definitions of its symbol graph, as stored
+_graphs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
 
 def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
@@ -392,30 +571,48 @@ def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: by
     return reason or policy.by_content(data, path)
 
 
-def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str, OverlayFile], int]:
-    """The overlaid files, from the process cache or chunked and embedded now."""
+def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool = True,
+           hidden: frozenset[str] = frozenset()) -> tuple[dict[str, OverlayFile], int]:
+    """The overlaid files, from the process cache or chunked and embedded now (an edited
+    file provisionally, see gitrag.query.splice, unless ``exact``)."""
+    from gitrag.query.splice import KnownChunk
+
     emb = ws.embedder
     fp = emb.fingerprint
     out: dict[str, OverlayFile] = {}
     fresh: list[tuple[tuple[str, ...], str, str, bytes, Any]] = []
-    for path, blob, data in todo:
+    spliced: set[str] = set()
+    chunked = lambda path, data: analyze(path, data, max_tokens=emb.max_tokens,  # noqa: E731
+                                         count_tokens=emb.count_tokens)
+    for path, blob, data, committed_blob in todo:
         key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
         with _cache_lock:
             got = _cache.get(key)
             if got is not None:
                 _cache.move_to_end(key)
-        if got is not None:
+        if got is not None and not (exact and got.provisional):
             out[path] = got
             continue
-        fresh.append((key, path, blob, data, analyze(path, data, max_tokens=emb.max_tokens,
-                                                     count_tokens=emb.count_tokens)))
+        analysis = None if exact else _provisional(ws, branch, hidden, path, committed_blob, data)
+        if analysis is not None:
+            spliced.add(path)
+        elif exact and PROVISIONAL:  # the daemon's warm-up: chunks without the turn, asks first
+            _build_lock.release()
+            try:
+                _give_way()
+                analysis = chunked(path, data)  # pure computation: no SQLite, no shared state
+            finally:
+                _build_lock.acquire()
+        fresh.append((key, path, blob, data, analysis or chunked(path, data)))
     if not fresh:
         return out, 0
-    chunks = [(path, c) for _, path, _, _, a in fresh for c in a.chunks if c.embeddable]
+    # a carried-over chunk (KnownChunk) needs no vector here: its committed point answers for
+    # it from the store (Overlay.kept); _build chunks exactly when the store cannot (path filter)
+    chunks = [(path, c) for _, path, _, _, a in fresh for c in a.chunks if c.embeddable and not isinstance(c, KnownChunk)]
     hashes = list(dict.fromkeys(c.hash for _, c in chunks))
     vectors = ws.state.get_vectors(hashes, fp)
     texts = {c.hash: (c.text, c.span) for _, c in chunks}
-    todo_h = [h for h in hashes if h not in vectors]
+    todo_h = [h for h in hashes if h not in vectors and h in texts]
     embedded = 0
     if todo_h:
         got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
@@ -425,7 +622,7 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
         vectors.update(new)
         embedded = len(new)
     sparse_of = ws.state.get_sparse(hashes, sparse.VERSION)
-    new_sparse = {h: sparse.document_vector(texts[h][0]) for h in hashes if h not in sparse_of}
+    new_sparse = {h: sparse.document_vector(texts[h][0]) for h in hashes if h not in sparse_of and h in texts}
     if new_sparse:
         ws.state.put_sparse(new_sparse, sparse.VERSION)
         sparse_of.update(new_sparse)
@@ -433,9 +630,12 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
     for key, path, blob, data, analysis in fresh:
         payloads: list[dict[str, Any]] = []
         dense_rows: list[np.ndarray] = []
+        rows: list[int] = []
         postings: dict[int, list[tuple[int, float]]] = {}
+        dim = emb.dim
         for c in analysis.chunks:
-            if not c.embeddable or c.hash not in vectors:
+            known = isinstance(c, KnownChunk)
+            if not c.embeddable or not (known or c.hash in vectors):
                 continue
             payload = {
                 "path": path, "blob": blob, "start_byte": c.start_byte, "end_byte": c.end_byte,
@@ -444,16 +644,21 @@ def _files(ws: Workspace, todo: list[tuple[str, str, bytes]]) -> tuple[dict[str,
             }
             if c.prose:
                 payload["prose"] = c.prose
+            if known:  # never scored in memory (see above): its row stays zeros
+                payloads.append(payload)
+                continue
             vec = sparse.with_path(sparse_of[c.hash], path)
             for t, w in zip(vec.indices, vec.values):
                 postings.setdefault(t, []).append((len(payloads), w))
+            rows.append(len(payloads))
             payloads.append(payload)
             dense_rows.append(combine(vectors[c.hash], path_vecs[path]))
-        dim = emb.dim
-        matrix = np.stack(dense_rows).astype(np.float32) if dense_rows else np.zeros((0, dim), np.float32)
+        matrix = np.zeros((len(payloads), dim), np.float32)
+        if dense_rows:
+            matrix[rows] = np.stack(dense_rows)
         defs = [Definition(path, d.start_line, d.end_line, d.name, d.kind, d.parent, analysis.language)
                 for d in analysis.definitions]
-        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs)
+        f = OverlayFile(path, blob, data, payloads, matrix, postings, defs, provisional=path in spliced)
         out[path] = f
         with _cache_lock:
             _cache[key] = f

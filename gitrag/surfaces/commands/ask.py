@@ -119,14 +119,11 @@ def _team(repo: str, question: str, k: int, mode: str, path: str, lang: str, exp
 def _blames(repo: str, r: AskResponse) -> list[dict | None]:
     """``ask --blame``: per result, the last commit that changed its lines (gitrag.query.blame)."""
     from gitrag.git.repo import GitRepo
-    from gitrag.query.blame import blame_result
+    from gitrag.query.blame import blame_results
 
     git = GitRepo(repo).repo
-    seen: dict[tuple[str, int, int], dict | None] = {}
-    for res in r.results:
-        key = (res.path, res.start_line, res.end_line)
-        if key not in seen:
-            seen[key] = blame_result(git, r.freshness.commit, *key)
+    seen = blame_results(git, r.freshness.commit, list(dict.fromkeys((res.path, res.start_line, res.end_line)
+                                                                     for res in r.results)))
     return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]
 
 

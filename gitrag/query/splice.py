@@ -1,0 +1,147 @@
+"""Provisional chunks of an edited file, from its committed chunks: no parse, no tokenising.
+
+    committed blob + its points' payloads (the chunks the index holds) + the file on disk
+    -> the changed byte range (the common prefix and suffix of the two versions)
+    -> chunks wholly before it: as committed; wholly after it: moved by the edit's bytes and
+       lines (same text, so the same chunk SHA-256, vectors and sparse weights from the cache)
+    -> the committed chunks the change touches: one chunk over their range as it reads now,
+       named as they were (its embedding text: that name, then the normalised code)
+    -> the definitions of the committed symbol graph, moved the same way
+
+An edit of one function in a 500-line file re-chunks nothing else, so the overlay's first
+ask after an edit pays neither the parser nor the tokeniser (gitrag.query.worktree uses it
+in the daemon, whose warm-up replaces it with the chunker's exact cut a moment later). It
+is an approximation of the chunker's cut only in the changed range: that range is one
+chunk (the chunker might split or merge it) and keeps the old name (a renamed function is
+found by its new code, named by its old name until the warm-up). None when it cannot
+tell: no committed chunk touches the change, the changed range is large (over
+MAX_CHANGED_NONWS non-whitespace bytes) or not UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gitrag.index.chunking import content_free
+from gitrag.index.chunking.model import Chunk, FileAnalysis, SymbolDef
+from gitrag.index.chunking.split import TARGET_NONWS
+from gitrag.index.chunking.text import embedding_text, header
+
+MAX_CHANGED_NONWS = 2 * TARGET_NONWS  # a bigger change is chunked by the chunker
+
+
+@dataclass(frozen=True)
+class KnownChunk(Chunk):
+    """A committed chunk carried over unchanged: its SHA-256 is known, its text is not read."""
+
+    known_hash: str = ""
+
+    @property
+    def hash(self) -> str:
+        return self.known_hash
+
+
+def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
+    if limit <= 0:
+        return 0
+    x, y = np.frombuffer(a, np.uint8, limit), np.frombuffer(b, np.uint8, limit)
+    diff = np.flatnonzero(x != y)
+    return int(diff[0]) if len(diff) else limit
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    if limit <= 0:
+        return 0
+    x = np.frombuffer(a, np.uint8)[len(a) - limit:][::-1]
+    y = np.frombuffer(b, np.uint8)[len(b) - limit:][::-1]
+    diff = np.flatnonzero(x != y)
+    return int(diff[0]) if len(diff) else limit
+
+
+def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]],
+           graph: str | list[dict[str, Any]] | None) -> FileAnalysis | None:
+    """The provisional analysis of ``new`` (the file on disk) from ``old`` (its committed
+    blob), ``committed`` (its points' payloads: start/end byte and line, symbol, kind,
+    language, chunk_hash, prose) and ``graph`` (its symbol graph JSON or that JSON's
+    ``definitions`` list, or None); None when
+    the chunker must cut it (see the module doc)."""
+    if not committed or old == new:
+        return None
+    chunks = sorted(committed, key=lambda c: int(c["start_byte"]))
+    p = _common_prefix(old, new, min(len(old), len(new)))
+    s = _common_suffix(old, new, min(len(old), len(new)) - p)
+    old_hi, delta = len(old) - s, len(new) - len(old)
+    if old_hi > p:
+        touched = [c for c in chunks if c["start_byte"] < old_hi and c["end_byte"] > p]
+    else:  # a pure insertion at p: the chunk(s) it borders
+        touched = [c for c in chunks if c["start_byte"] <= p <= c["end_byte"]]
+    if not touched:
+        return None
+    lo, hi = min(c["start_byte"] for c in touched), max(c["end_byte"] for c in touched)
+    new_hi = hi + delta
+    if new_hi <= lo:
+        return None
+    body = new[lo:new_hi]
+    if len(body) - sum(body.count(w) for w in b" \t\r\n\f\v") > MAX_CHANGED_NONWS:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = new.count(b"\n") - old.count(b"\n")
+    language = str(touched[0].get("language", "text"))
+    out: list[Chunk] = []
+    for c in chunks:
+        if c["end_byte"] <= lo:
+            out.append(_known(c, 0, 0))
+    if not content_free(new, lo, new_hi):
+        symbol = ", ".join(dict.fromkeys(str(c.get("symbol", "")) for c in touched if c.get("symbol"))) or "<module>"
+        start_line = new.count(b"\n", 0, lo) + 1
+        out.append(Chunk(lo, new_hi, start_line, start_line + new.count(b"\n", lo, max(lo, new_hi - 1)), symbol,
+                         str(touched[0].get("kind", "")), language, embedding_text(header(path, symbol, ()), text),
+                         prose=float(touched[0].get("prose", 0.0) or 0.0)))
+    for c in chunks:
+        if c["start_byte"] >= hi:
+            out.append(_known(c, delta, lines))
+    first_line, last_line = old.count(b"\n", 0, p) + 1, old.count(b"\n", 0, max(p, old_hi - 1)) + 1
+    return FileAnalysis(language, out, _moved(graph, first_line, last_line, lines))
+
+
+def _known(c: dict[str, Any], delta: int, lines: int) -> KnownChunk:
+    # the frozen dataclass's __init__ sets its 14 fields one object.__setattr__ at a time:
+    # a file's 50 carried-over chunks were a fifth of a provisional cut; same fields, set at once
+    chunk = object.__new__(KnownChunk)
+    chunk.__dict__.update(
+        start_byte=int(c["start_byte"]) + delta, end_byte=int(c["end_byte"]) + delta,
+        start_line=int(c["start_line"]) + lines, end_line=int(c["end_line"]) + lines,
+        symbol=str(c.get("symbol", "")), kind=str(c.get("kind", "")), language=str(c.get("language", "text")),
+        text="", context="", embeddable=True, span=None, prose=float(c.get("prose", 0.0) or 0.0), roles=(),
+        known_hash=str(c["chunk_hash"]))
+    return chunk
+
+
+def definitions(graph: str | None) -> list[dict[str, Any]]:
+    """The ``definitions`` of a symbol graph JSON ([] when there is none or it does not parse)."""
+    try:
+        return list(json.loads(graph).get("definitions", [])) if graph else []
+    except (ValueError, AttributeError, TypeError):
+        return []
+
+
+def _moved(graph: str | list[dict[str, Any]] | None, first: int, last: int, lines: int) -> list[SymbolDef]:
+    """The committed definitions with the edit's lines: after the change moved by ``lines``;
+    around it, their end moved; before it, as they were."""
+    defs = graph if isinstance(graph, list) else definitions(graph)
+    out = []
+    for d in defs:
+        start, end = int(d.get("start_line", 0)), int(d.get("end_line", 0))
+        if start > last:
+            start, end = start + lines, end + lines
+        elif end >= first:
+            end = max(start, end + lines)
+        out.append(SymbolDef(str(d.get("name", "")), str(d.get("kind", "")), start, end, str(d.get("parent", ""))))
+    return out
