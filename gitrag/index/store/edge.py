@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from qdrant_edge import (
@@ -44,6 +44,7 @@ from qdrant_edge import (
     EdgeSparseVectorParams,
     EdgeVectorParams,
     FieldCondition,
+    HnswIndexConfig,
     Filter,
     Fusion,
     KeywordIndexParams,
@@ -57,8 +58,10 @@ from qdrant_edge import (
     Query,
     QueryRequest,
     ScrollRequest,
+    SearchParams,
     SparseVector,
     UpdateOperation,
+    VectorStorageDatatype,
 )
 
 from gitrag.errors import StoreError, StoreHeld
@@ -93,11 +96,65 @@ _BYTES_PER_POINT = 16 * 1024
 INDEXING_THRESHOLD_KB = 100_000
 
 
+class Layout(NamedTuple):
+    """How a new collection keeps its points (fixed when the collection is created).
+
+    ``datatype``: the dense vectors' storage type (None: the engine's float32);
+    ``vectors`` / ``payload`` / ``sparse``: memory placement of the dense vectors, the
+    payloads and the sparse index (None: the engine's default; ``Cold``: memory-mapped
+    files the page cache holds as it can, not the process's heap); ``indexing_threshold_kb``:
+    segments above this many KB of vectors get an HNSW graph at ``optimize`` (None: the
+    module's INDEXING_THRESHOLD_KB)."""
+
+    datatype: VectorStorageDatatype | None = None
+    vectors: Memory | None = None
+    payload: Memory | None = None
+    sparse: Memory | None = Memory.Cached
+    indexing_threshold_kb: int | None = None
+    hnsw: HnswIndexConfig | None = None
+    max_segment_kb: int | None = None
+    wal: bool | None = None
+    exact: bool = False
+    optimize_every: int = 0
+    indexes: Memory | None = None
+    id_tracker: Memory | None = None
+
+
+LAYOUTS = {
+    # before issue 21's memory work: float32 vectors and everything else in RAM, an HNSW graph
+    # above INDEXING_THRESHOLD_KB built at the sync's end (a 555k-point first index peaked at
+    # 4.7 GB there)
+    "current": Layout(),
+    # float16 vectors (the cache's own form: nothing lost), memory-mapped vectors, payloads,
+    # sparse and payload indexes and id tracker; segments sealed every 16,384 points and
+    # merged up to 16 MB of vectors (~31k points), so one optimize step holds one small
+    # segment; no graph (m=0), the dense list an exact scan (bench_hnsw.py: the graph saves
+    # ~1 ms at 50k for 49 CPU-s of build and loses recall). bench/bench_store_memory.py
+    # measures it.
+    "lean": Layout(
+        datatype=VectorStorageDatatype.Float16, vectors=Memory.Cold, payload=Memory.Cold, sparse=Memory.Cold,
+        indexes=Memory.Cold, id_tracker=Memory.Cold, indexing_threshold_kb=8_000, max_segment_kb=16_000,
+        exact=True, optimize_every=16_384,
+        hnsw=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0),
+    ),
+}
+# what new collections get (an existing one keeps the layout it was made with);
+# GITRAG_STORE_LAYOUT names another, for benchmarks side by side
+LAYOUT = LAYOUTS.get(os.environ.get("GITRAG_STORE_LAYOUT", ""), LAYOUTS["lean"])
+
+
 def _edge_config(dim: int) -> EdgeConfig:
+    lay = LAYOUT
+    threshold = lay.indexing_threshold_kb if lay.indexing_threshold_kb is not None else INDEXING_THRESHOLD_KB
     return EdgeConfig(
-        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cached)},
-        optimizers=EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
+        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine, datatype=lay.datatype,
+                                         memory=lay.vectors)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=lay.sparse)},
+        optimizers=EdgeOptimizersConfig(indexing_threshold=threshold, max_segment_size=lay.max_segment_kb),
+        payload_memory=lay.payload,
+        hnsw_config=lay.hnsw,
+        wal_enabled=lay.wal,
+        id_tracker_memory=lay.id_tracker,
     )
 
 
@@ -137,6 +194,8 @@ def _request(
     with_payload: bool = True,
 ) -> QueryRequest:
     dense_q = Query.Nearest(dense_list(dense), using=DENSE) if dense is not None else None
+    # the dense list is an exact scan where the layout builds no graph (Layout.exact)
+    dense_params = SearchParams(exact=True) if LAYOUT.exact else None
     sparse_q = (
         Query.Nearest(SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE)
         if sparse is not None
@@ -145,16 +204,17 @@ def _request(
     if dense_q is not None and sparse_q is not None:
         # the filter goes on each prefetch too: candidates outside the scope never take a rank
         prefetches = [
-            Prefetch(limit=prefetch, query=dense_q, filter=where),
+            Prefetch(limit=prefetch, query=dense_q, filter=where, params=dense_params),
             Prefetch(limit=prefetch, query=sparse_q, filter=where),
         ]
         return QueryRequest(
             limit=limit, prefetches=prefetches, query=Fusion.Rrf(k=RRF_K), filter=where, with_payload=with_payload
         )
-    query = dense_q if dense_q is not None else sparse_q
-    if query is None:
+    if dense_q is not None:
+        return QueryRequest(limit=limit, query=dense_q, filter=where, with_payload=with_payload, params=dense_params)
+    if sparse_q is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
-    return QueryRequest(limit=limit, query=query, filter=where, with_payload=with_payload)
+    return QueryRequest(limit=limit, query=sparse_q, filter=where, with_payload=with_payload)
 
 
 # files every segment has, and pairs of which one never goes without the other: the engine
@@ -210,6 +270,7 @@ class EdgeStore:
         self._shards: dict[str, EdgeShard] = {}
         self._held: dict[str, int] = {}  # collection -> fd of its flock'ed ``<name>.lock``
         self._lock = threading.RLock()
+        self._written: dict[str, int] = {}  # collection -> points upserted since its last optimize
 
     # -- collections ---------------------------------------------------------------
 
@@ -294,7 +355,8 @@ class EdgeStore:
                     self.root.mkdir(parents=True, exist_ok=True)
                     shard = EdgeShard.create(str(folder), _edge_config(dim))
                     for field_name in KEYWORD_FIELDS:
-                        params = KeywordIndexParams(prefix=field_name == "path")
+                        params = KeywordIndexParams(prefix=field_name == "path", memory=LAYOUT.indexes,
+                                                    enable_hnsw=False if LAYOUT.exact else None)
                         shard.update(UpdateOperation.create_field_index(field_name, params))
                     shard.flush()
             except BaseException:
@@ -354,6 +416,7 @@ class EdgeStore:
         if points:
             self._require_space(len(points))
             self._update(name, lambda: UpdateOperation.upsert_points([_point(p) for p in points]))
+            self._written[name] = self._written.get(name, 0) + len(points)
 
     def delete(self, name: str, ids: list[str]) -> None:
         """Delete points by id; ids that do not exist are ignored."""
@@ -493,8 +556,16 @@ class EdgeStore:
     # -- durability ----------------------------------------------------------------
 
     def flush(self, name: str) -> None:
-        """Write every update to the segments on disk (durable); no optimizer run."""
+        """Write every update to the segments on disk (durable). The optimizer runs only when
+        ``Layout.optimize_every`` points were upserted since it last ran: the engine keeps
+        its appendable segment in memory, so a long sync seals it as it grows (bounded by
+        ``max_segment_kb``, a point is rewritten a bounded number of times, not once per
+        batch)."""
         with self._lock:
+            every = LAYOUT.optimize_every
+            if every and self._written.get(name, 0) >= every:
+                self.optimize(name)
+                return
             shard = self._shard(name)
             self._require_space()
             with checked(f"collection {self._dir(name)}"):
@@ -510,8 +581,9 @@ class EdgeStore:
             shard = self._shard(name)
             self._require_space()
             with translate(f"collection {self._dir(name)}"):
-                if shard.optimize():
-                    shard.flush()
+                self._written[name] = 0
+                shard.optimize()
+                shard.flush()
 
     def size_bytes(self, name: str) -> int:
         """Bytes on disk under ``root/<name>/`` (0 if missing)."""
