@@ -138,9 +138,13 @@ LAYOUTS = {
         hnsw=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0),
     ),
 }
-# what new collections get (an existing one keeps the layout it was made with);
-# GITRAG_STORE_LAYOUT names another, for benchmarks side by side
-LAYOUT = LAYOUTS.get(os.environ.get("GITRAG_STORE_LAYOUT", ""), LAYOUTS["lean"])
+# what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
+# A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
+# before this file existed); one of another layout is rebuilt from the vector cache by the
+# next sync (EdgeStore.outdated).
+LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "lean"
+LAYOUT = LAYOUTS[LAYOUT_NAME]
+_LAYOUT_FILE = "gitrag-layout"
 
 
 def _edge_config(dim: int) -> EdgeConfig:
@@ -359,6 +363,7 @@ class EdgeStore:
                                                     enable_hnsw=False if LAYOUT.exact else None)
                         shard.update(UpdateOperation.create_field_index(field_name, params))
                     shard.flush()
+                    (folder / _LAYOUT_FILE).write_text(LAYOUT_NAME + "\n")
             except BaseException:
                 self._let_go(name)
                 raise
@@ -376,6 +381,17 @@ class EdgeStore:
     def has_collection(self, name: str) -> bool:
         with self._lock:
             return name in self._shards or (self._dir(name) / _CONFIG_FILE).is_file()
+
+    def outdated(self, name: str) -> bool:
+        """Whether the existing collection ``name`` was made with another layout than LAYOUT
+        (a collection without ``gitrag-layout`` predates the layouts: "current")."""
+        try:
+            have = (self._dir(name) / _LAYOUT_FILE).read_text().strip()
+        except FileNotFoundError:
+            have = "current"
+        except OSError:
+            return False
+        return have != LAYOUT_NAME
 
     def drop_collection(self, name: str) -> None:
         """Close the shard and delete its folder; no error if it is missing."""
