@@ -589,9 +589,9 @@ class EdgeStore:
 
     def optimize(self, name: str) -> None:
         """Let the optimizer run, then flush. Qdrant Edge has no background optimizer: this
-        is where deleted points are vacuumed, small segments merged and segments above
-        ``INDEXING_THRESHOLD_KB`` get their HNSW index (blocking, seconds for 10^5 points;
-        smaller collections are searched exactly). A sync runs it once, after its last
+        is where deleted points are vacuumed, small segments merged and the appendable
+        segment sealed (``LAYOUT``: up to ``max_segment_kb``, no graph in the shipped
+        layout; the old one built an HNSW graph above ``INDEXING_THRESHOLD_KB``, blocking). A sync runs it once, after its last
         batch: run after every batch, it rewrote a 200k-point collection per batch (issue 21)."""
         with self._lock:
             shard = self._shard(name)
