@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gitrag.index import vectors as vectors_mod
+from gitrag.index import views as views_mod
 from gitrag.index.indexer import Indexer
 from gitrag.index.store import edge as edge_mod
 from gitrag.index.workspace import open_workspace
@@ -39,7 +40,6 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
         old.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS["current"])
         old.setattr(edge_mod, "LAYOUT_NAME", "current")
         old.setattr(vectors_mod, "combine", _unrounded)
-        import gitrag.index.views as views_mod
         old.setattr(views_mod, "combine", _unrounded)
         with open_workspace(repo.path) as ws:
             first = Indexer(ws).sync()
@@ -50,6 +50,7 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     before, manifest_before = points(repo.path)
     assert first.chunks_embedded > 0 and before
 
+    monkeypatch.setattr(views_mod, "REBUILD_SLICE", 7)  # the rebuild reads the cache a slice at a time
     with open_workspace(repo.path) as ws:
         assert ws.store.outdated(collection.name)
         again = Indexer(ws).sync()
