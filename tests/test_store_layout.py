@@ -82,3 +82,33 @@ def test_a_collection_of_the_current_layout_is_left_as_it_is(tmp_path: Path) -> 
         summary = Indexer(ws).sync()
         assert (ws.store.root / name / "gitrag-layout").stat().st_mtime_ns == made  # not rebuilt
     assert summary.files_indexed == 1
+
+
+def test_the_store_seals_segments_as_it_grows_and_scans_them_exactly(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.index.store import PointRecord, SparseVec
+    from gitrag.index.store.edge import EdgeStore
+
+    # the shipped layout at a small scale: seal every 64 points, segments of at most 2 KB of vectors
+    monkeypatch.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS["lean"]._replace(
+        optimize_every=64, indexing_threshold_kb=1, max_segment_kb=2))
+    rng = np.random.default_rng(5)
+    dense = rng.standard_normal((300, 16)).astype(np.float32)
+    dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+    dense = dense.astype(np.float16).astype(np.float32)
+    store = EdgeStore(tmp_path / "s")
+    store.create_collection("gseal_1", 16)
+    ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(300)]
+    for start in range(0, 300, 32):  # a sync's batches, each flushed
+        store.upsert("gseal_1", [PointRecord(ids[i], dense[i], SparseVec([i], [1.0]), {"path": f"f{i}.py"})
+                                 for i in range(start, min(300, start + 32))])
+        store.flush("gseal_1")
+    segments = [json.loads(seg.read_text()) for seg in (tmp_path / "s" / "gseal_1" / "segments").glob("*/segment.json")]
+    sealed = [s for s in segments if s["config"]["vector_data"]["dense"]["index"]["type"] != "plain"]
+    assert len(sealed) >= 2  # sealed while writing, in more than one bounded segment
+    q = dense[7]
+    hits = store.search("gseal_1", dense=q, sparse=None, limit=10, branch=None)
+    exact = np.argsort(-(dense @ q), kind="stable")[:10]
+    assert {h.id for h in hits[:5]} == {ids[i] for i in exact[:5]}  # an exact scan, not a graph
+    assert store.count("gseal_1") == 300
+    store.close()

@@ -591,8 +591,10 @@ class EdgeStore:
         """Let the optimizer run, then flush. Qdrant Edge has no background optimizer: this
         is where deleted points are vacuumed, small segments merged and the appendable
         segment sealed (``LAYOUT``: up to ``max_segment_kb``, no graph in the shipped
-        layout; the old one built an HNSW graph above ``INDEXING_THRESHOLD_KB``, blocking). A sync runs it once, after its last
-        batch: run after every batch, it rewrote a 200k-point collection per batch (issue 21)."""
+        layout; the old one built an HNSW graph above ``INDEXING_THRESHOLD_KB``, blocking).
+        A sync runs it after its last batch, and :meth:`flush` every ``optimize_every``
+        points; run after every batch over unbounded segments, it rewrote a 200k-point
+        collection per batch (issue 21)."""
         with self._lock:
             shard = self._shard(name)
             self._require_space()
