@@ -103,8 +103,13 @@ class Layout(NamedTuple):
     ``vectors`` / ``payload`` / ``sparse``: memory placement of the dense vectors, the
     payloads and the sparse index (None: the engine's default; ``Cold``: memory-mapped
     files the page cache holds as it can, not the process's heap); ``indexing_threshold_kb``:
-    segments above this many KB of vectors get an HNSW graph at ``optimize`` (None: the
-    module's INDEXING_THRESHOLD_KB)."""
+    a segment above this many KB of vectors is sealed by ``optimize`` into an indexed one
+    (an HNSW graph as ``hnsw`` says; None: the module's INDEXING_THRESHOLD_KB);
+    ``max_segment_kb``: merges stop at this size; ``wal``: the engine's write-ahead log
+    (None: on); ``exact``: dense queries scan exactly (``SearchParams(exact=True)``);
+    ``optimize_every``: :meth:`EdgeStore.flush` runs the optimizer once this many points were
+    upserted since it last ran (0: never); ``indexes`` / ``id_tracker``: memory placement
+    of the keyword payload indexes and of sealed segments' id trackers."""
 
     datatype: VectorStorageDatatype | None = None
     vectors: Memory | None = None
