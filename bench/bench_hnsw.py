@@ -31,7 +31,8 @@ TAG = "0123456789ab"
 
 
 def build(root: Path, name: str, vectors: np.ndarray, threshold_kb: int) -> tuple[EdgeStore, float]:
-    edge_mod.INDEXING_THRESHOLD_KB = threshold_kb
+    # the old layout (float32 in RAM, graph above the threshold): the shipped one builds no graph
+    edge_mod.LAYOUT = edge_mod.LAYOUTS["current"]._replace(indexing_threshold_kb=threshold_kb)
     store = EdgeStore(root)
     store.create_collection(name, DIM)
     for start in range(0, len(vectors), 1000):

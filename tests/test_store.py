@@ -20,6 +20,7 @@ import pytest
 
 from gitrag.errors import StoreError
 from gitrag.index.store import RRF_K, Hit, PointRecord, SearchFilter, SparseVec, Store
+from gitrag.index.store import edge as edge_mod
 from gitrag.index.store.edge import EdgeStore
 from gitrag.index.store.server import ServerStore
 
@@ -222,7 +223,9 @@ def test_payloads_by_id_are_the_ones_a_search_returns(corpus: Store) -> None:
 def test_dense_ranks_by_cosine(corpus: Store) -> None:
     hits = corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=5)
     assert labels(hits) == list("abcde")
-    assert [h.score for h in hits] == pytest.approx([1.0, 0.95, 0.8, 0.5, 0.0], abs=1e-5)
+    # the embedded store keeps float16 vectors (edge.LAYOUT): scores within its rounding
+    tol = 1e-3 if corpus.kind == "embedded" else 1e-5
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.95, 0.8, 0.5, 0.0], abs=tol)
     assert labels(corpus.search(COLL, branch=None, dense=unit(1), sparse=None, limit=2)) == ["a", "b"]
 
 
@@ -420,7 +423,9 @@ def assert_same_ranking(edge: list[Hit], server: list[Hit]) -> None:
     assert a[:-1] == b[:-1] and len(a[-1]) == len(b[-1])
 
 
-def test_both_backends_rank_alike(tmp_path: Path) -> None:
+def test_both_backends_rank_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the engines compared on float32 vectors: the shipped layout's float16 rounds scores by ~1e-4
+    monkeypatch.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUT._replace(datatype=None))
     corpus = random_corpus(300, 16, seed=7)
     stores = [EdgeStore(tmp_path / "edge"), ServerStore(":memory:")]
     rng = np.random.default_rng(11)

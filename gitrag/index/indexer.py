@@ -223,6 +223,9 @@ class Indexer:
             forget_branch(ws, branch)
             branch = None
         collection = ws.collection(name)
+        if ws.store.has_collection(collection) and ws.store.outdated(collection):
+            log.info("converting the collection to the current store layout", collection=collection)
+            ws.store.drop_collection(collection)  # an older layout: rebuilt below from the cache, nothing embedded
         if not ws.store.has_collection(collection):  # first index, or dropped: rebuilt from the cache
             views.rebuild(ws, fp, collection, ws.embedder.dim, name)
         if branch is None:

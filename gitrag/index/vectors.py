@@ -61,5 +61,8 @@ def path_vectors(
 
 
 def combine(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
-    """float32 (dim,), L2-normalised sum of a chunk vector and PATH_WEIGHT times its path's."""
-    return l2_normalise((chunk_vec + PATH_WEIGHT * path_vec)[None, :])[0]
+    """float32 (dim,), L2-normalised sum of a chunk vector and PATH_WEIGHT times its path's,
+    rounded to float16 values: the form the embedded store keeps (gitrag.index.store.edge
+    ``LAYOUT``), so a point's vector signature (gitrag.index.integrity) is made from what
+    the store gives back, and both stores rank the same vectors."""
+    return l2_normalise((chunk_vec + PATH_WEIGHT * path_vec)[None, :])[0].astype(np.float16).astype(np.float32)

@@ -43,6 +43,7 @@ from gitrag.index.workspace import Workspace
 log = structlog.get_logger("gitrag.index.views")
 
 UPSERT_BATCH = 256
+REBUILD_SLICE = 8192  # points whose vectors are read from the cache at a time (_upsert)
 Change = Callable[[sqlite3.Connection], None]
 
 
@@ -185,15 +186,43 @@ def _upsert(
     batch: int,
     sparse_given: dict[str, Any] | None = None,
 ) -> tuple[set[str], int]:
-    """(paths whose vectors are missing, path texts embedded now); see :func:`upsert_members`."""
+    """(paths whose vectors are missing, path texts embedded now); see :func:`upsert_members`.
+    Members are written REBUILD_SLICE at a time, each slice's vectors read from the cache
+    then: a rebuild of the whole collection (a layout conversion, a heal) holds one slice's
+    vectors, not every point's."""
+    missing: set[str] = set()
+    embedded = 0
+    for start in range(0, len(members), REBUILD_SLICE):
+        part_missing, part_embedded = _upsert_slice(ws, fingerprint, collection, members[start : start + REBUILD_SLICE],
+                                                    vectors, path_failed, progress, batch, sparse_given)
+        missing |= part_missing
+        embedded += part_embedded
+        if start + REBUILD_SLICE < len(members):
+            ws.store.flush(collection)  # where the layout seals segments as they grow (store.edge.LAYOUT)
+    return missing, embedded
+
+
+def _upsert_slice(
+    ws: Workspace,
+    fingerprint: str,
+    collection: str,
+    members: list[tuple[Member, Membership]],
+    vectors: dict[str, np.ndarray] | None,
+    path_failed: set[str] | None,
+    progress: Callable[[str, int, int], None] | None,
+    batch: int,
+    sparse_given: dict[str, Any] | None = None,
+) -> tuple[set[str], int]:
     if not members:
         return set(), 0
     hashes = [m.row.chunk_hash for m, _ in members]
-    dense = dict(vectors or {})
+    given = vectors or {}
+    dense = {h: given[h] for h in hashes if h in given}
     need = [h for h in hashes if h not in dense]
     if need:
         dense.update(ws.state.get_vectors(need, fingerprint))
-    sparse_vecs = dict(sparse_given or {})
+    given_sparse = sparse_given or {}
+    sparse_vecs = {h: given_sparse[h] for h in hashes if h in given_sparse}
     need = [h for h in hashes if h not in sparse_vecs]
     if need:
         sparse_vecs.update(ws.state.get_sparse(need, sparse.VERSION))

@@ -129,6 +129,10 @@ class Store(Protocol):
 
     def has_collection(self, name: str) -> bool: ...
 
+    def outdated(self, name: str) -> bool:
+        """Whether the existing collection was made with an older storage layout than new
+        ones get (the sync then rebuilds it from the vector cache: nothing is embedded)."""
+
     def drop_collection(self, name: str) -> None:
         """Delete the collection and its files; no error if missing."""
 

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from qdrant_edge import (
@@ -44,6 +44,7 @@ from qdrant_edge import (
     EdgeSparseVectorParams,
     EdgeVectorParams,
     FieldCondition,
+    HnswIndexConfig,
     Filter,
     Fusion,
     KeywordIndexParams,
@@ -57,8 +58,10 @@ from qdrant_edge import (
     Query,
     QueryRequest,
     ScrollRequest,
+    SearchParams,
     SparseVector,
     UpdateOperation,
+    VectorStorageDatatype,
 )
 
 from gitrag.errors import StoreError, StoreHeld
@@ -93,11 +96,74 @@ _BYTES_PER_POINT = 16 * 1024
 INDEXING_THRESHOLD_KB = 100_000
 
 
+class Layout(NamedTuple):
+    """How a new collection keeps its points (fixed when the collection is created).
+
+    ``datatype``: the dense vectors' storage type (None: the engine's float32);
+    ``vectors`` / ``payload`` / ``sparse``: memory placement of the dense vectors, the
+    payloads and the sparse index (None: the engine's default; ``Cold``: memory-mapped
+    files the page cache holds as it can, not the process's heap); ``indexing_threshold_kb``:
+    a segment above this many KB of vectors is sealed by ``optimize`` into an indexed one
+    (an HNSW graph as ``hnsw`` says; None: the module's INDEXING_THRESHOLD_KB);
+    ``max_segment_kb``: merges stop at this size; ``wal``: the engine's write-ahead log
+    (None: on); ``exact``: dense queries scan exactly (``SearchParams(exact=True)``);
+    ``optimize_every``: :meth:`EdgeStore.flush` runs the optimizer once this many points were
+    upserted since it last ran (0: never); ``indexes`` / ``id_tracker``: memory placement
+    of the keyword payload indexes and of sealed segments' id trackers."""
+
+    datatype: VectorStorageDatatype | None = None
+    vectors: Memory | None = None
+    payload: Memory | None = None
+    sparse: Memory | None = Memory.Cached
+    indexing_threshold_kb: int | None = None
+    hnsw: HnswIndexConfig | None = None
+    max_segment_kb: int | None = None
+    wal: bool | None = None
+    exact: bool = False
+    optimize_every: int = 0
+    indexes: Memory | None = None
+    id_tracker: Memory | None = None
+
+
+LAYOUTS = {
+    # before issue 21's memory work: float32 vectors and everything else in RAM, an HNSW graph
+    # above INDEXING_THRESHOLD_KB built at the sync's end (a 555k-point first index peaked at
+    # 4.7 GB there)
+    "current": Layout(),
+    # float16 vectors (the cache's own form: nothing lost), memory-mapped vectors, payloads,
+    # sparse and payload indexes and id tracker; segments sealed every 16,384 points and
+    # merged up to 16 MB of vectors (~31k points), so one optimize step holds one small
+    # segment; no graph (m=0), the dense list an exact scan (bench_hnsw.py: the graph saves
+    # ~1 ms at 50k for 49 CPU-s of build and loses recall). bench/bench_store_memory.py
+    # measures it.
+    "lean": Layout(
+        datatype=VectorStorageDatatype.Float16, vectors=Memory.Cold, payload=Memory.Cold, sparse=Memory.Cold,
+        indexes=Memory.Cold, id_tracker=Memory.Cold, indexing_threshold_kb=8_000, max_segment_kb=16_000,
+        exact=True, optimize_every=16_384,
+        hnsw=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0),
+    ),
+}
+# what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
+# A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
+# before this file existed); one of another layout is rebuilt from the vector cache by the
+# next sync (EdgeStore.outdated).
+LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "lean"
+LAYOUT = LAYOUTS[LAYOUT_NAME]
+_LAYOUT_FILE = "gitrag-layout"
+
+
 def _edge_config(dim: int) -> EdgeConfig:
+    lay = LAYOUT
+    threshold = lay.indexing_threshold_kb if lay.indexing_threshold_kb is not None else INDEXING_THRESHOLD_KB
     return EdgeConfig(
-        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cached)},
-        optimizers=EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
+        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine, datatype=lay.datatype,
+                                         memory=lay.vectors)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, memory=lay.sparse)},
+        optimizers=EdgeOptimizersConfig(indexing_threshold=threshold, max_segment_size=lay.max_segment_kb),
+        payload_memory=lay.payload,
+        hnsw_config=lay.hnsw,
+        wal_enabled=lay.wal,
+        id_tracker_memory=lay.id_tracker,
     )
 
 
@@ -137,6 +203,8 @@ def _request(
     with_payload: bool = True,
 ) -> QueryRequest:
     dense_q = Query.Nearest(dense_list(dense), using=DENSE) if dense is not None else None
+    # the dense list is an exact scan where the layout builds no graph (Layout.exact)
+    dense_params = SearchParams(exact=True) if LAYOUT.exact else None
     sparse_q = (
         Query.Nearest(SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE)
         if sparse is not None
@@ -145,16 +213,17 @@ def _request(
     if dense_q is not None and sparse_q is not None:
         # the filter goes on each prefetch too: candidates outside the scope never take a rank
         prefetches = [
-            Prefetch(limit=prefetch, query=dense_q, filter=where),
+            Prefetch(limit=prefetch, query=dense_q, filter=where, params=dense_params),
             Prefetch(limit=prefetch, query=sparse_q, filter=where),
         ]
         return QueryRequest(
             limit=limit, prefetches=prefetches, query=Fusion.Rrf(k=RRF_K), filter=where, with_payload=with_payload
         )
-    query = dense_q if dense_q is not None else sparse_q
-    if query is None:
+    if dense_q is not None:
+        return QueryRequest(limit=limit, query=dense_q, filter=where, with_payload=with_payload, params=dense_params)
+    if sparse_q is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
-    return QueryRequest(limit=limit, query=query, filter=where, with_payload=with_payload)
+    return QueryRequest(limit=limit, query=sparse_q, filter=where, with_payload=with_payload)
 
 
 # files every segment has, and pairs of which one never goes without the other: the engine
@@ -210,6 +279,7 @@ class EdgeStore:
         self._shards: dict[str, EdgeShard] = {}
         self._held: dict[str, int] = {}  # collection -> fd of its flock'ed ``<name>.lock``
         self._lock = threading.RLock()
+        self._written: dict[str, int] = {}  # collection -> points upserted since its last optimize
 
     # -- collections ---------------------------------------------------------------
 
@@ -294,9 +364,11 @@ class EdgeStore:
                     self.root.mkdir(parents=True, exist_ok=True)
                     shard = EdgeShard.create(str(folder), _edge_config(dim))
                     for field_name in KEYWORD_FIELDS:
-                        params = KeywordIndexParams(prefix=field_name == "path")
+                        params = KeywordIndexParams(prefix=field_name == "path", memory=LAYOUT.indexes,
+                                                    enable_hnsw=False if LAYOUT.exact else None)
                         shard.update(UpdateOperation.create_field_index(field_name, params))
                     shard.flush()
+                    (folder / _LAYOUT_FILE).write_text(LAYOUT_NAME + "\n")
             except BaseException:
                 self._let_go(name)
                 raise
@@ -314,6 +386,17 @@ class EdgeStore:
     def has_collection(self, name: str) -> bool:
         with self._lock:
             return name in self._shards or (self._dir(name) / _CONFIG_FILE).is_file()
+
+    def outdated(self, name: str) -> bool:
+        """Whether the existing collection ``name`` was made with another layout than LAYOUT
+        (a collection without ``gitrag-layout`` predates the layouts: "current")."""
+        try:
+            have = (self._dir(name) / _LAYOUT_FILE).read_text().strip()
+        except FileNotFoundError:
+            have = "current"
+        except OSError:
+            return False
+        return have != LAYOUT_NAME
 
     def drop_collection(self, name: str) -> None:
         """Close the shard and delete its folder; no error if it is missing."""
@@ -354,6 +437,7 @@ class EdgeStore:
         if points:
             self._require_space(len(points))
             self._update(name, lambda: UpdateOperation.upsert_points([_point(p) for p in points]))
+            self._written[name] = self._written.get(name, 0) + len(points)
 
     def delete(self, name: str, ids: list[str]) -> None:
         """Delete points by id; ids that do not exist are ignored."""
@@ -493,8 +577,16 @@ class EdgeStore:
     # -- durability ----------------------------------------------------------------
 
     def flush(self, name: str) -> None:
-        """Write every update to the segments on disk (durable); no optimizer run."""
+        """Write every update to the segments on disk (durable). The optimizer runs only when
+        ``Layout.optimize_every`` points were upserted since it last ran: the engine keeps
+        its appendable segment in memory, so a long sync seals it as it grows (bounded by
+        ``max_segment_kb``, a point is rewritten a bounded number of times, not once per
+        batch)."""
         with self._lock:
+            every = LAYOUT.optimize_every
+            if every and self._written.get(name, 0) >= every:
+                self.optimize(name)
+                return
             shard = self._shard(name)
             self._require_space()
             with checked(f"collection {self._dir(name)}"):
@@ -502,16 +594,19 @@ class EdgeStore:
 
     def optimize(self, name: str) -> None:
         """Let the optimizer run, then flush. Qdrant Edge has no background optimizer: this
-        is where deleted points are vacuumed, small segments merged and segments above
-        ``INDEXING_THRESHOLD_KB`` get their HNSW index (blocking, seconds for 10^5 points;
-        smaller collections are searched exactly). A sync runs it once, after its last
-        batch: run after every batch, it rewrote a 200k-point collection per batch (issue 21)."""
+        is where deleted points are vacuumed, small segments merged and the appendable
+        segment sealed (``LAYOUT``: up to ``max_segment_kb``, no graph in the shipped
+        layout; the old one built an HNSW graph above ``INDEXING_THRESHOLD_KB``, blocking).
+        A sync runs it after its last batch, and :meth:`flush` every ``optimize_every``
+        points; run after every batch over unbounded segments, it rewrote a 200k-point
+        collection per batch (issue 21)."""
         with self._lock:
             shard = self._shard(name)
             self._require_space()
             with translate(f"collection {self._dir(name)}"):
-                if shard.optimize():
-                    shard.flush()
+                self._written[name] = 0
+                shard.optimize()
+                shard.flush()
 
     def size_bytes(self, name: str) -> int:
         """Bytes on disk under ``root/<name>/`` (0 if missing)."""

@@ -187,6 +187,10 @@ class ServerStore:
         with self._lock, self._translate(name):
             return bool(self._client.collection_exists(check_name(name)))
 
+    def outdated(self, name: str) -> bool:
+        """Never: the server keeps its collections as it was configured."""
+        return False
+
     def drop_collection(self, name: str) -> None:
         """Delete the collection; no error if it is missing."""
         with self._lock, self._translate(name):
