@@ -33,7 +33,7 @@ import numpy as np
 import structlog
 
 from gitrag.index import sparse
-from gitrag.index.integrity import with_digest
+from gitrag.index.integrity import SIGNATURE, with_digest
 from gitrag.index.state import Member, PointRow, Snapshot, branch_tag
 from gitrag.index.store import PointRecord
 from gitrag.index.store._common import BRANCHES, HIDDEN
@@ -203,7 +203,10 @@ def _upsert(
     batch = max(1, batch)
     for i in range(0, len(kept), batch):
         part = kept[i : i + batch]
-        ws.store.upsert(collection, [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part])
+        points = [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part]
+        ws.store.upsert(collection, points)
+        # each point's vector signature, by point id, for the per-query check (gitrag.index.integrity)
+        ws.state.cache.put_signatures({p.id: (m.row.chunk_hash, p.payload[SIGNATURE]) for p, (m, _) in zip(points, part, strict=True)})
         if progress is not None:
             progress("store", min(i + batch, len(kept)), len(kept))
     return missing, embedded
