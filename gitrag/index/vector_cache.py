@@ -133,10 +133,13 @@ def unpack_sparse(data: bytes) -> SparseVec:
 
 def _point_key(point_id: str) -> bytes:
     """16 bytes of a point id (a UUID); another text as its UTF-8 bytes."""
-    try:
-        return uuid.UUID(point_id).bytes
-    except ValueError:
-        return point_id.encode("utf-8", "surrogatepass")
+    if len(point_id) == 36 and point_id[8] == point_id[13] == point_id[18] == point_id[23] == "-" \
+            and not any(c.isupper() for c in point_id):  # the canonical text of a UUID
+        try:
+            return bytes.fromhex(point_id.replace("-", ""))
+        except ValueError:
+            pass
+    return point_id.encode("utf-8", "surrogatepass")
 
 
 def _point_name(raw: bytes) -> str:
@@ -458,8 +461,9 @@ class VectorCache:
             return
         rows = []
         for pid, (chunk, sig) in items.items():
-            data = _SIG.pack(*(float(x) for x in sig))
+            data = _SIG.pack(*sig)
             rows.append((_point_key(pid), encode_key(chunk), digest(pid, _SIG_CONTEXT, data), data))
+        rows.sort()  # in key order: fewer B-tree pages touched per insert
         try:
             with self.transaction() as db:
                 db.executemany("INSERT OR REPLACE INTO signatures(point, chunk, digest, sig) VALUES(?,?,?,?)", rows)

@@ -201,14 +201,16 @@ def _upsert(
     kept = [(m, enc) for m, enc in members if m.row.path not in missing]
     paths, embedded = path_vectors(ws.state, ws.embedder, fingerprint, (m.row.path for m, _ in kept), path_failed)
     batch = max(1, batch)
+    signatures: dict[str, tuple[str, list[float]]] = {}
     for i in range(0, len(kept), batch):
         part = kept[i : i + batch]
         points = [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part]
         ws.store.upsert(collection, points)
-        # each point's vector signature, by point id, for the per-query check (gitrag.index.integrity)
-        ws.state.cache.put_signatures({p.id: (m.row.chunk_hash, p.payload[SIGNATURE]) for p, (m, _) in zip(points, part, strict=True)})
+        signatures.update((p.id, (m.row.chunk_hash, p.payload[SIGNATURE])) for p, (m, _) in zip(points, part, strict=True))
         if progress is not None:
             progress("store", min(i + batch, len(kept)), len(kept))
+    # each point's vector signature, by point id, for the per-query check (gitrag.index.integrity); one transaction
+    ws.state.cache.put_signatures(signatures)
     return missing, embedded
 
 
