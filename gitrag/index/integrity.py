@@ -62,6 +62,20 @@ def signature(dense: np.ndarray, terms: Any) -> list[float]:
             float(sum(terms.indices) % 4294967296), float(len(terms.indices))]
 
 
+def signatures(dense: list[np.ndarray], terms: list[Any]) -> list[list[float]]:
+    """:func:`signature` of many points of one dimension: the projections and norms in one
+    product (float64 sums of the float32 vectors; within 1e-6 of the one-point form)."""
+    if not dense:
+        return []
+    m = np.stack([np.asarray(v, dtype=np.float32).ravel() for v in dense]).astype(np.float64)
+    dots = np.column_stack([m @ _projections(m.shape[1]).T.astype(np.float64), np.einsum("ij,ij->i", m, m)])
+    out = []
+    for (r1, r2, nn), t in zip(np.round(dots, 6).tolist(), terms, strict=True):
+        out.append([r1, r2, nn, round(float(sum(t.values)), 6), float(sum(t.indices) % 4294967296),
+                    float(len(t.indices))])
+    return out
+
+
 def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
     if not isinstance(want, list) or len(want) != 6 or not all(isinstance(x, (int, float)) for x in want):
         return False
@@ -84,9 +98,11 @@ def payload_digest(point_id: str, payload: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def with_digest(point_id: str, payload: dict[str, Any], dense: np.ndarray, terms: Any) -> dict[str, Any]:
-    """``payload`` plus the signature of the point's vectors and its digest (what the store is given)."""
-    signed = {**payload, SIGNATURE: signature(dense, terms)}
+def with_digest(point_id: str, payload: dict[str, Any], dense: np.ndarray, terms: Any,
+                sig: list[float] | None = None) -> dict[str, Any]:
+    """``payload`` plus the signature of the point's vectors (``sig`` when made already, by
+    :func:`signatures`) and its digest (what the store is given)."""
+    signed = {**payload, SIGNATURE: signature(dense, terms) if sig is None else sig}
     signed[DIGEST] = payload_digest(point_id, signed)
     return signed
 
