@@ -182,6 +182,7 @@ def cost(args: argparse.Namespace) -> int:
 
     vector_cache.digest = timed(vector_cache.digest)
     views.with_digest = timed(integrity.with_digest)
+    views.signatures = timed(integrity.signatures)  # a write batch's vector signatures, made before with_digest
     vector_cache.VectorCache.put_signatures = timed(vector_cache.VectorCache.put_signatures)
     ws = open_workspace(args.corpus)
     try:
