@@ -223,28 +223,32 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:  # noqa: ANN001
     if args.before:
         checks[f"checked as at {args.before}"] = _check_at(args.before)
     inside: dict[str, list[float]] = {name: [] for name in checks}
+    inside_cpu: dict[str, list[float]] = {name: [] for name in checks}
 
     def timed(name: str, fn):  # noqa: ANN001, ANN202
         def timed_check(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **kw)
             finally:
                 inside[name].append(1000 * (time.perf_counter() - t))
+                inside_cpu[name].append(1000 * (time.process_time() - c))
         return timed_check
 
     variants = {"unchecked": lambda *a, **kw: 0, **{name: timed(name, fn) for name, fn in checks.items()}}
     for q in questions[:5]:  # warm the model, the shard and the symbol graph
         retrieval.search(ws, q, snippets=False)
     took: dict[str, list[float]] = {name: [] for name in variants}
+    took_cpu: dict[str, list[float]] = {name: [] for name in variants}
     for q in questions:
         order = list(variants)
         rng.shuffle(order)
         for name in order:
             retrieval.check_results = variants[name]
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             retrieval.search(ws, q, snippets=False)
             took[name].append((time.perf_counter() - t) * 1000)
+            took_cpu[name].append((time.process_time() - c) * 1000)
     retrieval.check_results = check
     p_off = statistics.median(took["unchecked"])
     print(f"warm queries in {where} ({len(questions)}, each asked {len(variants)} ways, interleaved): "
@@ -254,6 +258,9 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:  # noqa: ANN001
         print(f"  {name}: p50 {p_on:.2f} ms (ratio to unchecked {p_on / p_off:.3f}); time inside the check: "
               f"p50 {statistics.median(ins):.3f} ms = {100 * statistics.median(ins) / p_on:.2f}% of its p50, "
               f"mean {statistics.mean(ins):.3f} ms = {100 * sum(ins) / sum(took[name]):.2f}% of its queries' time")
+        cpu_q, cpu_c = statistics.median(took_cpu[name]), statistics.median(inside_cpu[name])
+        print(f"    CPU (this process): query p50 {cpu_q:.2f} ms, check p50 {cpu_c:.3f} ms = {100 * cpu_c / cpu_q:.2f}%; "
+              f"in total {100 * sum(inside_cpu[name]) / sum(took_cpu[name]):.2f}% of its queries' CPU")
     if args.before:
         a, b = inside["checked"], inside[f"checked as at {args.before}"]
         print(f"  time inside the check, now / at {args.before}: "

@@ -125,7 +125,7 @@ def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) ->
         if ok[i]:
             by_dim.setdefault(v.shape[0], []).append(i)
     for dim, rows in by_dim.items():
-        m = np.stack([dense[i] for i in rows]).astype(np.float32, copy=False)
+        m = np.asarray(dense[rows[0]] if len(rows) == 1 else [dense[i] for i in rows], dtype=np.float32).reshape(-1, dim)
         finite = np.isfinite(m).all(axis=1)
         got = np.column_stack([m @ _projections(dim).T, np.einsum("ij,ij->i", m, m)]).astype(np.float64)
         want = np.array([sigs[i][:3] for i in rows], dtype=np.float64)
@@ -197,7 +197,7 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
             raise damaged(where, f"the vectors of point {bad} fail their signature")
     if scored:  # the engine's cosines computed again, all in one product
         q = np.asarray(query, dtype=np.float64).ravel()
-        m = np.stack([v for _, v in scored]).astype(np.float64)
+        m = np.asarray([v for _, v in scored], dtype=np.float64)
         norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
         cosines = (m @ q) / np.where(norms == 0, 1.0, norms)
         for (pid, _), cosine in zip(scored, cosines.tolist(), strict=True):

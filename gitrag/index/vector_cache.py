@@ -134,7 +134,7 @@ def unpack_sparse(data: bytes) -> SparseVec:
 def _point_key(point_id: str) -> bytes:
     """16 bytes of a point id (a UUID); another text as its UTF-8 bytes."""
     if len(point_id) == 36 and point_id[8] == point_id[13] == point_id[18] == point_id[23] == "-" \
-            and not any(c.isupper() for c in point_id):  # the canonical text of a UUID
+            and point_id == point_id.lower():  # the canonical text of a UUID
         try:
             return bytes.fromhex(point_id.replace("-", ""))
         except ValueError:
