@@ -15,10 +15,15 @@ in a fresh GITRAG_HOME, then
   vectors written to the previous release's layout: float32 ``WITHOUT ROWID`` rows with
   the text key, no digest), each file checkpointed and VACUUMed;
 - the share of the first index's CPU spent computing and checking digests (cache rows
-  and payloads), timed inside the one process;
+  and payloads), timed inside the process that computes them all (the pool's workers
+  compute none), over the CPU of the whole process tree (this process and the pool's
+  worker processes, which the sync waits for: ``RUSAGE_SELF`` + ``RUSAGE_CHILDREN``,
+  before and after the index);
 - warm queries (``--questions`` of them, the corpus's own function names as questions),
   each asked with the result check and without it, interleaved: p50 of both and the share
-  of the query spent in the check.
+  of the query spent in the check. With ``--before REV``, each question is also asked with
+  the check of ``gitrag/index/integrity.py`` as it was at git revision REV (read with
+  ``git show``), in the same interleaved run: before and after side by side.
 
 Timings are ratios within one process on a machine that may be shared; bytes are exact.
 """
@@ -26,6 +31,7 @@ Timings are ratios within one process on a machine that may be shared; bytes are
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -102,7 +108,41 @@ CREATE TABLE sparse(hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;"""
     return out.stat().st_size
 
 
+def _tree_cpu() -> float:
+    """CPU seconds of this process and of its children that have exited (and were waited for)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _check_at(rev: str):  # noqa: ANN202
+    """``check_results`` of gitrag/index/integrity.py at git revision ``rev``."""
+    import types
+
+    text = subprocess.run(["git", "show", f"{rev}:gitrag/index/integrity.py"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+    module = types.ModuleType(f"integrity_at_{rev}")
+    module.__file__ = f"integrity@{rev}"
+    exec(compile(text, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own file at another revision
+    params = list(inspect.signature(module.check_results).parameters)
+
+    def check(*a, **kw):  # noqa: ANN002, ANN003, ANN202 - the arguments that revision takes, no more
+        return module.check_results(*a[: len(params)], **{k: v for k, v in kw.items() if k in params})
+    return check
+
+
 def cost(args: argparse.Namespace) -> int:
+    if args.home:  # the queries only, in this new process, on the index a run before made there
+        os.environ["GITRAG_HOME"] = args.home
+        from gitrag.index.workspace import open_workspace
+
+        ws = open_workspace(args.corpus)
+        try:
+            _queries(args, ws, "a new process")
+        finally:
+            ws.close()
+        return 0
     home = tempfile.mkdtemp(prefix="gitrag-bench-integrity-")
     os.environ["GITRAG_HOME"] = home
     import gitrag.index.integrity as integrity
@@ -114,16 +154,20 @@ def cost(args: argparse.Namespace) -> int:
     from gitrag.index.workspace import open_workspace
     from gitrag.surfaces import output
 
-    spent = {"digest": 0.0, "calls": 0}
+    spent = {"digest": 0.0, "calls": 0, "inside": 0}
 
     def timed(fn):  # noqa: ANN001, ANN202
         def inner(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            if spent["inside"]:  # a digest inside a timed call (put_signatures): counted once, by the outer
+                return fn(*a, **kw)
+            spent["inside"] = 1
             t = time.process_time()
             try:
                 return fn(*a, **kw)
             finally:
                 spent["digest"] += time.process_time() - t
                 spent["calls"] += 1
+                spent["inside"] = 0
         return inner
 
     def empty() -> None:
@@ -138,12 +182,14 @@ def cost(args: argparse.Namespace) -> int:
 
     vector_cache.digest = timed(vector_cache.digest)
     views.with_digest = timed(integrity.with_digest)
+    views.signatures = timed(integrity.signatures)  # a write batch's vector signatures, made before with_digest
+    vector_cache.VectorCache.put_signatures = timed(vector_cache.VectorCache.put_signatures)
     ws = open_workspace(args.corpus)
     try:
-        t0 = time.process_time()
+        t0, tree0 = time.process_time(), _tree_cpu()
         with output.progress_bar(False) as progress:
             summary = Indexer(ws, progress).sync()
-        index_cpu = time.process_time() - t0
+        index_cpu, tree_cpu = time.process_time() - t0, _tree_cpu() - tree0
         digest_cpu = max(0.0, spent["digest"] - overhead * spent["calls"])
         chunks = summary.chunks_total
         cache = config.data_root() / "cache.db"
@@ -151,44 +197,75 @@ def cost(args: argparse.Namespace) -> int:
         ws.state.cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         f2 = cache.stat().st_size
         f1 = _format1_bytes(cache, Path(home) / "format1.db")
-        print(f"first index: {chunks} chunks, {index_cpu:.1f} CPU-s; digests and signatures {digest_cpu:.3f} CPU-s "
-              f"({spent['calls']} calls, timing overhead {1e6 * overhead:.2f} us a call taken off) = "
-              f"{100 * digest_cpu / index_cpu:.2f}% of it")
+        print(f"first index: {chunks} chunks, {tree_cpu:.1f} CPU-s for the process tree ({index_cpu:.1f} of them "
+              f"this process's, {tree_cpu - index_cpu:.1f} the pool workers'); digests and signatures "
+              f"{digest_cpu:.3f} CPU-s ({spent['calls']} calls, timing overhead {1e6 * overhead:.2f} us a call taken "
+              f"off) = {100 * digest_cpu / tree_cpu:.2f}% of the tree's CPU ({100 * digest_cpu / index_cpu:.2f}% of "
+              "this process's)")
         print(f"cache.db bytes per chunk: format 1 (float32, WITHOUT ROWID, text keys) {f1 / chunks:.0f}; "
               f"format 2 (float16, rowid rows, digests) {f2 / chunks:.0f}; ratio {f2 / f1:.3f}")
-        names = sorted({r.payload.get("symbol", "") for r in ws.state.points(ws.repo.branch())} - {""})
-        rng = random.Random(23)
-        questions = [n.replace("_", " ") for n in rng.sample(names, min(args.questions, len(names)))]
-        check = retrieval.check_results
-        checked: list[float] = []
-
-        def timed_check(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-            t = time.perf_counter()
-            try:
-                return check(*a, **kw)
-            finally:
-                checked.append(time.perf_counter() - t)
-
-        for q in questions[:5]:  # warm the model, the shard and the symbol graph
-            retrieval.search(ws, q, snippets=False)
-        on: list[float] = []
-        off: list[float] = []
-        for q in questions:
-            for with_check in ((True, False) if rng.random() < 0.5 else (False, True)):
-                retrieval.check_results = timed_check if with_check else (lambda *a, **kw: 0)
-                t = time.perf_counter()
-                retrieval.search(ws, q, snippets=False)
-                (on if with_check else off).append((time.perf_counter() - t) * 1000)
-        retrieval.check_results = check
-        p_on, p_off = statistics.median(on), statistics.median(off)
-        inside = [1000 * x for x in checked]
-        print(f"warm queries ({len(questions)}, interleaved): p50 {p_off:.2f} ms unchecked, {p_on:.2f} ms checked "
-              f"(ratio {p_on / p_off:.3f}); time inside the check: p50 {statistics.median(inside):.3f} ms "
-              f"= {100 * statistics.median(inside) / p_on:.2f}% of the checked p50, mean {statistics.mean(inside):.3f} ms "
-              f"= {100 * sum(inside) / sum(on):.2f}% of the checked queries' time")
+        _queries(args, ws, "the process that made the index")
     finally:
         ws.close()
-    return 0
+    cmd = [sys.executable, __file__, "cost", "--corpus", args.corpus, "--questions", str(args.questions),
+           "--home", home, *(["--before", args.before] if args.before else [])]
+    return subprocess.run(cmd, check=False).returncode
+
+
+def _queries(args: argparse.Namespace, ws, where: str) -> None:  # noqa: ANN001
+    import gitrag.query.retrieval as retrieval
+
+    names = sorted({r.payload.get("symbol", "") for r in ws.state.points(ws.repo.branch())} - {""})
+    rng = random.Random(23)
+    questions = [n.replace("_", " ") for n in rng.sample(names, min(args.questions, len(names)))]
+    check = retrieval.check_results
+    checks = {"checked": check}
+    if args.before:
+        checks[f"checked as at {args.before}"] = _check_at(args.before)
+    inside: dict[str, list[float]] = {name: [] for name in checks}
+    inside_cpu: dict[str, list[float]] = {name: [] for name in checks}
+
+    def timed(name: str, fn):  # noqa: ANN001, ANN202
+        def timed_check(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                inside[name].append(1000 * (time.perf_counter() - t))
+                inside_cpu[name].append(1000 * (time.process_time() - c))
+        return timed_check
+
+    variants = {"unchecked": lambda *a, **kw: 0, **{name: timed(name, fn) for name, fn in checks.items()}}
+    for q in questions[:5]:  # warm the model, the shard and the symbol graph
+        retrieval.search(ws, q, snippets=False)
+    took: dict[str, list[float]] = {name: [] for name in variants}
+    took_cpu: dict[str, list[float]] = {name: [] for name in variants}
+    for q in questions:
+        order = list(variants)
+        rng.shuffle(order)
+        for name in order:
+            retrieval.check_results = variants[name]
+            t, c = time.perf_counter(), time.process_time()
+            retrieval.search(ws, q, snippets=False)
+            took[name].append((time.perf_counter() - t) * 1000)
+            took_cpu[name].append((time.process_time() - c) * 1000)
+    retrieval.check_results = check
+    p_off = statistics.median(took["unchecked"])
+    print(f"warm queries in {where} ({len(questions)}, each asked {len(variants)} ways, interleaved): "
+          f"p50 {p_off:.2f} ms unchecked; load average {os.getloadavg()[0]:.1f}")
+    for name in checks:
+        p_on, ins = statistics.median(took[name]), inside[name]
+        print(f"  {name}: p50 {p_on:.2f} ms (ratio to unchecked {p_on / p_off:.3f}); time inside the check: "
+              f"p50 {statistics.median(ins):.3f} ms = {100 * statistics.median(ins) / p_on:.2f}% of its p50, "
+              f"mean {statistics.mean(ins):.3f} ms = {100 * sum(ins) / sum(took[name]):.2f}% of its queries' time")
+        cpu_q, cpu_c = statistics.median(took_cpu[name]), statistics.median(inside_cpu[name])
+        print(f"    CPU (this process): query p50 {cpu_q:.2f} ms, check p50 {cpu_c:.3f} ms = {100 * cpu_c / cpu_q:.2f}%; "
+              f"in total {100 * sum(inside_cpu[name]) / sum(took_cpu[name]):.2f}% of its queries' CPU")
+    if args.before:
+        a, b = inside["checked"], inside[f"checked as at {args.before}"]
+        print(f"  time inside the check, now / at {args.before}: "
+              f"p50 {statistics.median(a) / statistics.median(b):.3f}, "
+              f"mean {statistics.mean(a) / statistics.mean(b):.3f}")
 
 
 def main() -> int:
@@ -200,6 +277,9 @@ def main() -> int:
     c = sub.add_parser("cost", help="cache bytes per chunk and the checks' share of index and query time")
     c.add_argument("--corpus", required=True)
     c.add_argument("--questions", type=int, default=200)
+    c.add_argument("--home", default=None, help=argparse.SUPPRESS)  # the queries only, on that GITRAG_HOME's index
+    c.add_argument("--before", default=None, metavar="REV",
+                   help="also time the check of gitrag/index/integrity.py at this git revision, interleaved")
     args = ap.parse_args()
     return dtype(args) if args.what == "dtype" else cost(args)
 

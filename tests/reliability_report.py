@@ -2,6 +2,8 @@
 
     python tests/reliability_report.py            # print the table (markdown)
     python tests/reliability_report.py --write    # also replace the table in RELIABILITY.md
+    python tests/reliability_report.py --write --only tests/test_reliability_fuzz.py ...
+        # run those test files only; their rows replace theirs in the table, the rest stay
 
 Each test calls ``tests.reliability.record(fault, outcome, lost, wrong)`` after its
 assertions passed, so a row exists only for a fault that was tried and whose counts were
@@ -32,10 +34,10 @@ GROUPS = ["bad input", "hooks", "embedder (Ollama)", "store and state", "integri
 START, END = "<!-- reliability-table:start -->", "<!-- reliability-table:end -->"
 
 
-def run_tests(log: Path, junit: Path, extra: list[str]) -> int:
+def run_tests(log: Path, junit: Path, extra: list[str], only: list[str] | None = None) -> int:
     tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_reliability_*.py"))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-           *tests, *REUSED, *extra]
+           *(only if only else [*tests, *REUSED]), *extra]
     env = {**os.environ, "RELIABILITY_LOG": str(log)}
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
@@ -87,10 +89,12 @@ def _cell(value: object) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="replace the table in RELIABILITY.md")
+    parser.add_argument("--only", nargs="+", metavar="TEST_FILE",
+                        help="run only these test files; with --write their rows replace theirs, the others stay")
     args, extra = parser.parse_known_args()
     with tempfile.TemporaryDirectory() as tmp:
         log, junit = Path(tmp) / "records.jsonl", Path(tmp) / "junit.xml"
-        code = run_tests(log, junit, extra)
+        code = run_tests(log, junit, extra, args.only)
         records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         outcome, seconds = results(junit)
     passed = sum(1 for s in outcome.values() if s == "passed")
@@ -103,9 +107,31 @@ def main() -> int:
         path = ROOT / "RELIABILITY.md"
         text = path.read_text()
         head, _, rest = text.partition(START)
-        _, _, tail = rest.partition(END)
+        old, _, tail = rest.partition(END)
+        if args.only:
+            body, summary = _merged(old, body, args.only, summary)
         path.write_text(f"{head}{START}\n{body}\n\n{summary}\n{END}{tail}")
     return code
+
+
+def _merged(old: str, new: str, files: list[str], summary: str) -> tuple[str, str]:
+    """The table ``old`` with the rows of the test ``files`` replaced by ``new``'s (in group
+    order), and the summary: the old full run's line, then this partial run's."""
+    names = {Path(f).stem for f in files}
+    lines = [line for line in old.strip().splitlines() if line.startswith("|")]
+    notes = [line for line in old.strip().splitlines() if line and not line.startswith("|")]
+
+    def test_of(line: str) -> str:
+        return line.rsplit("`", 2)[-2].split("::")[0] if line.count("`") >= 2 else ""
+
+    kept = [line for line in lines[2:] if test_of(line) not in names]
+    fresh = [line for line in new.splitlines()[2:] if test_of(line) in names]
+    group = {g: i for i, g in enumerate(GROUPS)}
+    rows = sorted(kept + fresh, key=lambda line: group.get(line.split(" | ")[0].lstrip("| ").strip(), len(GROUPS)))
+    full = next((n for n in notes if " tests (" in n and "faults recorded" in n), "")
+    partial = (f"Rows of {', '.join(sorted(names))} from a run of those files alone "
+               f"(`tests/reliability_report.py --write --only ...`): {summary}")
+    return "\n".join(lines[:2] + rows), (full + "\n\n" + partial).strip()
 
 
 if __name__ == "__main__":

@@ -231,7 +231,8 @@ def test_hooks_with_an_odd_interpreter_path_parse_and_run(repo: Repo, tmp_path: 
 
 
 @pytest.mark.parametrize("command", [["install", "--no-systemd"], ["index"], ["ask", "area"], ["status"],
-                                     ["doctor"], ["gc"]])
+                                     ["doctor"], ["gc"], ["log", "area"], ["related", "a.py:1"], ["uninstall"],
+                                     ["mcp"], ["eval", "QUESTIONS"]])
 def test_a_sha256_repository_is_refused_in_one_line_by_every_command(tmp_path: Path, command: list[str]) -> None:
     path = tmp_path / "sha256"
     subprocess.run(["git", "init", "-q", "--object-format=sha256", str(path)], check=True)
@@ -243,6 +244,11 @@ def test_a_sha256_repository_is_refused_in_one_line_by_every_command(tmp_path: P
     env = {**os.environ, **GIT_ENV}
     subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "a"], cwd=path, check=True, env=env)
+    if "QUESTIONS" in command:  # a well-formed question set, so the repository is what is refused
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"id": "q1", "kind": "concept", "query": "area", "targets": [
+            {"path": "a.py", "symbol": "area", "start_line": 1, "end_line": 2}]}) + "\n")
+        command = [str(questions) if c == "QUESTIONS" else c for c in command]
     proc = run(*command, "--repo", str(path))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr  # today: exit 3, "please report it"

@@ -217,6 +217,20 @@ def test_payloads_by_id_are_the_ones_a_search_returns(corpus: Store) -> None:
         corpus.payloads("gabc_none", wanted)
 
 
+def test_records_read_only_the_payload_fields_asked_for(corpus: Store) -> None:
+    ids = [pid("a"), pid("c"), pid("missing")]
+    whole = corpus.records(COLL, ids)
+    assert set(whole) == {pid("a"), pid("c")}  # the missing id left out
+    some = corpus.records(COLL, ids, ["path", "symbol"])
+    none = corpus.records(COLL, ids, [])
+    for i in (pid("a"), pid("c")):
+        payload, dense, terms = whole[i]
+        assert some[i][0] == {"path": payload["path"], "symbol": payload["symbol"]}
+        assert none[i][0] == {}
+        for got in (some[i], none[i]):  # the vectors come whole whatever the payload fields
+            assert np.array_equal(got[1], dense) and (got[2].indices, got[2].values) == (terms.indices, terms.values)
+
+
 # -- search ---------------------------------------------------------------------------
 
 

@@ -14,10 +14,15 @@ Every point gitrag writes carries two payload fields of its own:
   changing), ``vsig`` included.
 
 :func:`check_results` runs on the results of every query (the ten or so points about to
-be shown, not the whole candidate lists): one ``retrieve`` of their payloads and vectors,
-a digest, three dot products and three sums each; no cache read. A point that fails raises
-StoreDamaged, which the callers (gitrag.index.heal) answer by rebuilding the collection from the
-vector cache and git. A point written before these fields existed is not checked.
+be shown, not the whole candidate lists): one ``retrieve`` of their vectors, checked
+against their signatures in one product (the signatures kept by point id in the vector
+cache as the points are written, so no store payload is read per query: that read was two
+thirds of the check); the digest of each payload shown that came from the store (the
+unranked modes; the ranked search shows the state's manifest rows). ``gitrag doctor``
+checks every payload's digest and signature in the store as well. A point
+that fails raises StoreDamaged, which the callers (gitrag.index.heal) answer by rebuilding
+the collection from the vector cache and git. A point written before these fields existed
+is not checked.
 
 Cost: BENCHMARKS.md, "Integrity checks".
 """
@@ -57,6 +62,20 @@ def signature(dense: np.ndarray, terms: Any) -> list[float]:
             float(sum(terms.indices) % 4294967296), float(len(terms.indices))]
 
 
+def signatures(dense: list[np.ndarray], terms: list[Any]) -> list[list[float]]:
+    """:func:`signature` of many points of one dimension: the projections and norms in one
+    product (float64 sums of the float32 vectors; within 1e-6 of the one-point form)."""
+    if not dense:
+        return []
+    m = np.stack([np.asarray(v, dtype=np.float32).ravel() for v in dense]).astype(np.float64)
+    dots = np.column_stack([m @ _projections(m.shape[1]).T.astype(np.float64), np.einsum("ij,ij->i", m, m)])
+    out = []
+    for (r1, r2, nn), t in zip(np.round(dots, 6).tolist(), terms, strict=True):
+        out.append([r1, r2, nn, round(float(sum(t.values)), 6), float(sum(t.indices) % 4294967296),
+                    float(len(t.indices))])
+    return out
+
+
 def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
     if not isinstance(want, list) or len(want) != 6 or not all(isinstance(x, (int, float)) for x in want):
         return False
@@ -79,9 +98,11 @@ def payload_digest(point_id: str, payload: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def with_digest(point_id: str, payload: dict[str, Any], dense: np.ndarray, terms: Any) -> dict[str, Any]:
-    """``payload`` plus the signature of the point's vectors and its digest (what the store is given)."""
-    signed = {**payload, SIGNATURE: signature(dense, terms)}
+def with_digest(point_id: str, payload: dict[str, Any], dense: np.ndarray, terms: Any,
+                sig: list[float] | None = None) -> dict[str, Any]:
+    """``payload`` plus the signature of the point's vectors (``sig`` when made already, by
+    :func:`signatures`) and its digest (what the store is given)."""
+    signed = {**payload, SIGNATURE: signature(dense, terms) if sig is None else sig}
     signed[DIGEST] = payload_digest(point_id, signed)
     return signed
 
@@ -94,30 +115,89 @@ def payload_ok(point_id: str, payload: dict[str, Any]) -> bool:
     return isinstance(got, str) and got == payload_digest(point_id, payload)
 
 
+def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) -> list[bool]:
+    """:func:`_signature_ok` of many points at once: one product for their projections and
+    norms (a point's own ``signature`` in a loop cost ~25 us; the products are most of it)."""
+    ok = [isinstance(w, list) and len(w) == 6 and all(isinstance(x, (int, float)) for x in w) and t is not None
+          and v.ndim == 1 and v.size > 0 for w, v, t in zip(sigs, dense, terms, strict=True)]
+    by_dim: dict[int, list[int]] = {}
+    for i, v in enumerate(dense):
+        if ok[i]:
+            by_dim.setdefault(v.shape[0], []).append(i)
+    for dim, rows in by_dim.items():
+        m = np.asarray(dense[rows[0]] if len(rows) == 1 else [dense[i] for i in rows], dtype=np.float32).reshape(-1, dim)
+        finite = np.isfinite(m).all(axis=1)
+        got = np.column_stack([m @ _projections(dim).T, np.einsum("ij,ij->i", m, m)]).astype(np.float64)
+        want = np.array([sigs[i][:3] for i in rows], dtype=np.float64)
+        near = (np.abs(got - want) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(want))).all(axis=1) & finite
+        for j, i in enumerate(rows):
+            t, w = terms[i], sigs[i]
+            ok[i] = bool(near[j]) and (abs(float(sum(t.values)) - w[3]) <= SIG_TOLERANCE * max(1.0, abs(w[3]))
+                                       and float(sum(t.indices) % 4294967296) == w[4] and float(len(t.indices)) == w[5])
+    return ok
+
+
 def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str], query: Any = None,
-                  scores: dict[str, float] | None = None) -> int:
+                  scores: dict[str, float] | None = None, served: dict[str, dict[str, Any]] | None = None,
+                  payloads: bool = False) -> int:
     """Check the points ``ids`` of ``collection`` (see the module doc); returns how many
-    were checked. With the dense ``query`` and the engine's cosine ``scores`` ({id: score}),
-    each checked point's score is computed again from its vector: an engine that scored
-    one vector and returned another point's id (a lost id map) is caught too. Raises
-    StoreDamaged naming the collection when one fails. ``fingerprint``: the embedder's."""
+    were checked. Raises StoreDamaged naming the collection when one fails.
+
+    Per query (the default): one ``retrieve`` of the points' vectors, checked against
+    their ``vsig``, all in one product. The signature comes from the payload shown when
+    the store gave it (``served``: {id: the store payload a search returned}, the unranked
+    modes; its digest is checked first), else from the vector cache's ``signatures`` rows
+    (by point id, digest-checked; gitrag.index.vector_cache), else from the store's payload
+    (its ``vsig`` and ``digest`` fields only; a point with a digest and no signature fails).
+    The ranked search shows payloads from the state's manifest, not the store's, so per
+    query no store payload is read when the cache has the signatures (that read was two
+    thirds of the check's time). With ``payloads`` (``gitrag doctor``), every point's whole
+    payload is read from the store and its digest and signature checked.
+
+    With the dense ``query`` and the engine's cosine ``scores`` ({id: score}), each
+    checked point's score is computed again from its vector: an engine that scored one
+    vector and returned another point's id (a lost id map) is caught too.
+    ``fingerprint``: the embedder's."""
     wanted = [i for i in dict.fromkeys(ids) if i]
     records = getattr(ws.store, "records", None)
     if not wanted or records is None:
         return 0
-    got = records(collection, wanted)
     where = f"collection {collection}"
+    served = served or {}
+    for pid in wanted:
+        if pid in served and not payload_ok(pid, served[pid]):
+            raise damaged(where, f"the payload of point {pid} fails its digest")
+    known: dict[str, list[float]] = {}
+    cache = getattr(getattr(ws, "state", None), "cache", None)
+    if not payloads and cache is not None and hasattr(cache, "get_signatures"):
+        known = cache.get_signatures([i for i in wanted if i not in served])
+    if payloads:
+        got = records(collection, wanted)
+    else:  # the store's signature fields only for points neither shown from the store nor in the cache
+        got = records(collection, wanted, [] if all(i in served or i in known for i in wanted) else [SIGNATURE, DIGEST])
+    signed: list[tuple[str, Any, np.ndarray, Any]] = []
     scored: list[tuple[str, np.ndarray]] = []
     for pid, (payload, vec, terms) in got.items():
-        if not payload_ok(pid, payload):
+        if payloads and not payload_ok(pid, payload):
             raise damaged(where, f"the payload of point {pid} fails its digest")
-        if SIGNATURE in payload and not _signature_ok(payload[SIGNATURE], vec, terms):
-            raise damaged(where, f"the vectors of point {pid} fail their signature")
+        if payloads:
+            sig = payload.get(SIGNATURE)
+        else:
+            sig = served[pid].get(SIGNATURE) if pid in served else known.get(pid, payload.get(SIGNATURE))
+        if sig is not None:
+            signed.append((pid, sig, vec, terms))
+        elif DIGEST in payload or (pid in served and DIGEST in served[pid]):
+            raise damaged(where, f"the payload of point {pid} lost its vector signature")
         if query is not None and scores and pid in scores and vec.size == np.size(query):
             scored.append((pid, vec))
+    if signed:
+        verdicts = signatures_ok([s for _, s, _, _ in signed], [v for _, _, v, _ in signed], [t for *_, t in signed])
+        bad = next((pid for (pid, *_), ok in zip(signed, verdicts, strict=True) if not ok), None)
+        if bad is not None:
+            raise damaged(where, f"the vectors of point {bad} fail their signature")
     if scored:  # the engine's cosines computed again, all in one product
         q = np.asarray(query, dtype=np.float64).ravel()
-        m = np.stack([v for _, v in scored]).astype(np.float64)
+        m = np.asarray([v for _, v in scored], dtype=np.float64)
         norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
         cosines = (m @ q) / np.where(norms == 0, 1.0, norms)
         for (pid, _), cosine in zip(scored, cosines.tolist(), strict=True):
@@ -222,7 +302,7 @@ def _bad_points(ws: Any, collection: str, fingerprint: str, ids: list[str], want
     for i in range(0, len(ids), 256):
         part = ids[i : i + 256]
         try:
-            check_results(ws, collection, fingerprint, part)
+            check_results(ws, collection, fingerprint, part, payloads=True)
         except StoreDamaged:
             bad += sum(_one_bad(ws, collection, fingerprint, pid) for pid in part)
             continue
@@ -235,7 +315,7 @@ def _bad_points(ws: Any, collection: str, fingerprint: str, ids: list[str], want
 
 def _one_bad(ws: Any, collection: str, fingerprint: str, pid: str) -> int:
     try:
-        check_results(ws, collection, fingerprint, [pid])
+        check_results(ws, collection, fingerprint, [pid], payloads=True)
     except StoreDamaged:
         return 1
     return 0

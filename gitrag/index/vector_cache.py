@@ -11,6 +11,13 @@ had a 4 KB overflow page of its own):
   and the loss on retrieval is measured in BENCHMARKS.md ("Vector cache format").
 - ``sparse``: (key, sparse-term version) -> indices (uint32) and values (float32), packed,
   with ``digest``.
+- ``signatures``: point id (16 bytes) -> its vector signature (``vsig``, six float64, see
+  gitrag.index.integrity), with the point's chunk key (for :meth:`VectorCache.gc`) and
+  ``digest``. Point ids are bound to their content (pipeline, embedder, path, blob, byte
+  range, chunk), so a point's signature never changes: the per-query check reads it here
+  by primary key instead of from the store's payload (a payload read was most of the check's
+  time). Added to format 2 without a format change: a cache without the table (or one that
+  cannot be written) has no signatures, and the check reads the store's.
 - ``fingerprints``: embedder fingerprint <-> a small integer (the rows name the integer).
 - ``meta``: ``format`` = ``2``.
 
@@ -35,7 +42,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import struct
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,6 +71,11 @@ CREATE TABLE IF NOT EXISTS sparse(
     id INTEGER PRIMARY KEY, key BLOB NOT NULL, version TEXT NOT NULL, digest BLOB NOT NULL, data BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS sparse_by_key ON sparse(key, version);
 """
+
+_SIGNATURES = """CREATE TABLE IF NOT EXISTS signatures(
+    point BLOB PRIMARY KEY, chunk BLOB NOT NULL, digest BLOB NOT NULL, sig BLOB NOT NULL) WITHOUT ROWID"""
+_SIG = struct.Struct("<6d")
+_SIG_CONTEXT = "vsig"
 
 _MALFORMED = ("malformed", "not a database", "file is encrypted", "corrupt")
 
@@ -117,6 +131,21 @@ def unpack_sparse(data: bytes) -> SparseVec:
     return SparseVec([int(i) for i in idx], [float(v) for v in vals])
 
 
+def _point_key(point_id: str) -> bytes:
+    """16 bytes of a point id (a UUID); another text as its UTF-8 bytes."""
+    if len(point_id) == 36 and point_id[8] == point_id[13] == point_id[18] == point_id[23] == "-" \
+            and point_id == point_id.lower():  # the canonical text of a UUID
+        try:
+            return bytes.fromhex(point_id.replace("-", ""))
+        except ValueError:
+            pass
+    return point_id.encode("utf-8", "surrogatepass")
+
+
+def _point_name(raw: bytes) -> str:
+    return str(uuid.UUID(bytes=raw)) if len(raw) == 16 else raw.decode("utf-8", "surrogatepass")
+
+
 def is_malformed(exc: BaseException) -> bool:
     """True for SQLite's "the file is damaged" errors (not busy, locked, full or read-only)."""
     return isinstance(exc, sqlite3.DatabaseError) and any(s in str(exc).lower() for s in _MALFORMED)
@@ -155,6 +184,7 @@ class VectorCache:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.dropped = 0
         self.moved_aside: Path | None = None
+        self.signed = False  # whether the signatures table is there
         self._fps: dict[str, int] = {}
         try:
             self._open()
@@ -173,9 +203,18 @@ class VectorCache:
             self.db = _connect(self.path)
             try:
                 self._migrate()
+                self.signed = self._signatures_table()
             except BaseException:
                 self.db.close()
                 raise
+
+    def _signatures_table(self) -> bool:
+        """Whether the ``signatures`` table is there (made if not, when the file can be written)."""
+        try:
+            self.db.execute(_SIGNATURES)
+            return True
+        except sqlite3.OperationalError:  # read-only, or busy past the timeout: the check reads the store's
+            return self.db.execute("SELECT 1 FROM sqlite_master WHERE name='signatures'").fetchone() is not None
 
     def _migrate(self) -> None:
         """Create the tables, or convert a format-1 cache (see the module doc)."""
@@ -389,6 +428,60 @@ class VectorCache:
             db.executemany("INSERT INTO sparse(key, version, digest, data) VALUES(?,?,?,?) ON CONFLICT(key, version) "
                            "DO UPDATE SET digest=excluded.digest, data=excluded.data", rows)
 
+    # -- vector signatures of points ---------------------------------------------------------
+    def get_signatures(self, point_ids: Iterable[str]) -> dict[str, list[float]]:
+        """{point id: its ``vsig``} of the ``point_ids`` that have a row whose digest holds; a
+        row that fails is deleted and counted (:attr:`dropped`), a miss."""
+        unique = list(dict.fromkeys(point_ids))
+        out: dict[str, list[float]] = {}
+        if not unique or not self.signed:
+            return out
+        keys = {_point_key(p): p for p in unique}
+        bad: list[bytes] = []
+        with self._reading():
+            for i in range(0, len(unique), _PART):
+                part = list(keys)[i : i + _PART]
+                rows = self.db.execute(f"SELECT point, digest, sig FROM signatures WHERE point IN "
+                                       f"({','.join('?' * len(part))})", part)
+                for raw, dig, sig in rows:
+                    pid = keys.get(raw)
+                    if (pid is None or not isinstance(sig, bytes) or len(sig) != _SIG.size
+                            or digest(pid, _SIG_CONTEXT, sig) != dig):
+                        bad.append(raw)
+                        continue
+                    out[pid] = list(_SIG.unpack(sig))
+        if bad:
+            self._drop_signatures(bad)
+        return out
+
+    def put_signatures(self, items: dict[str, tuple[str, list[float]]]) -> None:
+        """Keep ``items`` ({point id: (chunk key, vsig)}); best effort (the check reads the
+        store's signature for a point that has none here)."""
+        if not items or not self.signed:
+            return
+        rows = []
+        for pid, (chunk, sig) in items.items():
+            data = _SIG.pack(*sig)
+            rows.append((_point_key(pid), encode_key(chunk), digest(pid, _SIG_CONTEXT, data), data))
+        rows.sort()  # in key order: fewer B-tree pages touched per insert
+        try:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO signatures(point, chunk, digest, sig) VALUES(?,?,?,?)", rows)
+        except (sqlite3.DatabaseError, StateError) as exc:
+            if isinstance(exc, sqlite3.DatabaseError) and is_malformed(exc):
+                raise
+            log.warning("vector signatures not cached (the check reads them from the store)", error=str(exc))
+
+    def _drop_signatures(self, keys: list[bytes]) -> None:
+        self.dropped += len(keys)
+        log.warning("vector cache rows failed their digest: dropped", path=str(self.path), table="signatures",
+                    rows=len(keys))
+        try:
+            with self.transaction() as db:
+                db.executemany("DELETE FROM signatures WHERE point=?", [(k,) for k in keys])
+        except (sqlite3.DatabaseError, StateError):  # read-only or busy: they are skipped on every read anyway
+            pass
+
     def _drop(self, table: str, ids: list[int]) -> None:
         self.dropped += len(ids)
         log.warning("vector cache rows failed their digest: dropped, embedded again", path=str(self.path),
@@ -408,6 +501,7 @@ class VectorCache:
         counts = {"vectors": 0, "sparse": 0, "bad": 0, "damaged": 0}
         bad_v: list[int] = []
         bad_s: list[int] = []
+        bad_g: list[bytes] = []
         try:
             check = self.db.execute("PRAGMA quick_check").fetchone()
             if check is None or check[0] != "ok":
@@ -422,6 +516,11 @@ class VectorCache:
                 counts["sparse"] += 1
                 if not isinstance(data, bytes) or digest(decode_key(raw), version, data) != dig:
                     bad_s.append(rid)
+            for raw, dig, sig in self.db.execute("SELECT point, digest, sig FROM signatures") if self.signed else ():
+                counts["sparse"] += 1  # counted with the other small rows
+                if (not isinstance(sig, bytes) or len(sig) != _SIG.size
+                        or digest(_point_name(raw), _SIG_CONTEXT, sig) != dig):
+                    bad_g.append(raw)
         except sqlite3.DatabaseError as exc:
             if not is_malformed(exc):
                 raise
@@ -432,7 +531,9 @@ class VectorCache:
             self._drop("vectors", bad_v)
         if bad_s:
             self._drop("sparse", bad_s)
-        counts["bad"] = len(bad_v) + len(bad_s)
+        if bad_g:
+            self._drop_signatures(bad_g)
+        counts["bad"] = len(bad_v) + len(bad_s) + len(bad_g)
         return counts
 
     def import_from(self, other: Path) -> int:
@@ -476,6 +577,8 @@ class VectorCache:
             # chunk keys are 32 bytes; ``path:<sha>`` keys are longer and stay
             v = db.execute("DELETE FROM vectors WHERE length(key) = 32 AND key NOT IN (SELECT key FROM live)").rowcount
             s = db.execute("DELETE FROM sparse WHERE key NOT IN (SELECT key FROM live)").rowcount
+            if self.signed:  # a point's signature goes with its chunk
+                db.execute("DELETE FROM signatures WHERE chunk NOT IN (SELECT key FROM live)")
             if sparse_version is not None:
                 s += db.execute("DELETE FROM sparse WHERE version != ?", (sparse_version,)).rowcount
             db.execute("DELETE FROM live")

@@ -33,7 +33,7 @@ import numpy as np
 import structlog
 
 from gitrag.index import sparse
-from gitrag.index.integrity import with_digest
+from gitrag.index.integrity import SIGNATURE, signatures, with_digest
 from gitrag.index.state import Member, PointRow, Snapshot, branch_tag
 from gitrag.index.store import PointRecord
 from gitrag.index.store._common import BRANCHES, HIDDEN
@@ -230,23 +230,37 @@ def _upsert_slice(
     kept = [(m, enc) for m, enc in members if m.row.path not in missing]
     paths, embedded = path_vectors(ws.state, ws.embedder, fingerprint, (m.row.path for m, _ in kept), path_failed)
     batch = max(1, batch)
+    kept_sigs: dict[str, tuple[str, list[float]]] = {}
     for i in range(0, len(kept), batch):
         part = kept[i : i + batch]
-        ws.store.upsert(collection, [record(m.row, dense, sparse_vecs, paths, enc) for m, enc in part])
+        vecs = [(combine(dense[m.row.chunk_hash], paths[m.row.path]),
+                 sparse.with_path(sparse_vecs[m.row.chunk_hash], m.row.path)) for m, _ in part]
+        sigs = signatures([v for v, _ in vecs], [t for _, t in vecs])  # one product for the batch
+        points = [record(m.row, dense, sparse_vecs, paths, enc, made) for (m, enc), made in
+                  zip(part, zip(vecs, sigs, strict=True), strict=True)]
+        ws.store.upsert(collection, points)
+        kept_sigs.update((p.id, (m.row.chunk_hash, p.payload[SIGNATURE])) for p, (m, _) in zip(points, part, strict=True))
         if progress is not None:
             progress("store", min(i + batch, len(kept)), len(kept))
+    # each point's vector signature, by point id, for the per-query check (gitrag.index.integrity); one transaction
+    ws.state.cache.put_signatures(kept_sigs)
     return missing, embedded
 
 
 def record(
     row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray],
-    membership: Membership,
+    membership: Membership, made: tuple[tuple[np.ndarray, Any], list[float]] | None = None,
 ) -> PointRecord:
     """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership,
-    and the signature of its vectors and the payload's digest (gitrag.index.integrity)."""
-    vector = combine(dense[row.chunk_hash], paths[row.path])
-    terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
-    checked = with_digest(row.point_id, row.payload, vector, terms)
+    and the signature of its vectors and the payload's digest (gitrag.index.integrity).
+    ``made``: ((vector, terms), signature) when computed already for a batch."""
+    if made is None:
+        vector = combine(dense[row.chunk_hash], paths[row.path])
+        terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
+        sig = None
+    else:
+        (vector, terms), sig = made
+    checked = with_digest(row.point_id, row.payload, vector, terms, sig)
     return PointRecord(row.point_id, vector, terms, {**checked, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])})
 
 

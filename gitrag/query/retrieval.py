@@ -113,6 +113,7 @@ def search(
     coll = branch.collection
     want = 2 * k if merge else k  # merging pieces frees places
     scores: dict[str, float] = {}  # the engine's cosines, checked against the points' vectors
+    served: dict[str, dict[str, Any]] | None = None  # the store payloads shown (the ranked search shows the state's)
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
         results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores, overlay)
     else:
@@ -124,6 +125,7 @@ def search(
         if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
             hits = worktree.merge(hits, _overlay_hits(ws, coll, overlay, dense, terms, want, scope), want)
         results = sorted((_result(h) for h in hits), key=_stable)
+        served = {h.id: h.payload for h in hits}  # shown as the store gave them: their digests are checked
         if terms is None:
             scores = {h.id: float(h.score) for h in hits}
     if merge:
@@ -131,10 +133,10 @@ def search(
     results = results[:k]
     if expand > 0:
         results += _expansions(ws, branch.name, results, expand, scope, view)
-    # the points about to be shown: payload digests, dense vectors against the cache (StoreDamaged)
-    # (the work tree's chunks are not in the store: nothing there to check)
+    # the points about to be shown: vectors against their signatures, shown store payloads against their
+    # digests (StoreDamaged); the work tree's chunks are not in the store: nothing there to check
     check_results(ws, coll, branch.fingerprint, (r.point_id for r in results if r.source != "worktree"), dense,
-                  scores)
+                  scores, served)
     if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
         check_count(ws, branch)
     if snippets:

@@ -189,9 +189,11 @@ class Store(Protocol):
         for the tens of points a ranking keeps. Raises StoreError when the collection is
         missing."""
 
-    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+    def records(self, name: str, ids: list[str], fields: list[str] | None = None,
+                ) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
         """``{point id: (payload, float32 dense vector, sparse vector)}`` of the points
         ``ids`` (missing ones left out), in one request: what gitrag.index.integrity checks.
+        ``fields``: only these payload fields (default: the whole payload).
         The embedded store raises StoreDamaged when the engine cannot read them."""
 
     def flush(self, name: str) -> None: ...

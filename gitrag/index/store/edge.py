@@ -528,16 +528,18 @@ class EdgeStore:
                 records = shard.retrieve(list(ids), True, False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
 
-    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+    def records(self, name: str, ids: list[str], fields: list[str] | None = None,
+                ) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
         """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``
-        (missing ones left out), in one ``retrieve``: what :mod:`gitrag.index.integrity` checks."""
+        (missing ones left out), in one ``retrieve``: what :mod:`gitrag.index.integrity` checks.
+        ``fields``: only these payload fields (the payload read is most of a retrieve's cost)."""
         if not ids:
             return {}
         out = {}
         with self._lock:
             shard = self._shard(name)
             with checked(f"collection {self._dir(name)}"):
-                for r in shard.retrieve(list(ids), True, True):
+                for r in shard.retrieve(list(ids), True if fields is None else (list(fields) or False), True):
                     vectors = r.vector or {}
                     sp = vectors.get(SPARSE)
                     sparse = SparseVec(sp.indices, sp.values) if sp is not None else None  # each getter copies once

@@ -296,12 +296,15 @@ class ServerStore:
             records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
         return {str_id(r.id): dict(r.payload or {}) for r in records}
 
-    def records(self, name: str, ids: list[str]) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
-        """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``, in one ``retrieve``."""
+    def records(self, name: str, ids: list[str], fields: list[str] | None = None,
+                ) -> dict[str, tuple[dict[str, Any], np.ndarray, SparseVec | None]]:
+        """{point id: (payload, float32 dense vector, sparse vector)} of the points ``ids``, in one
+        ``retrieve``; ``fields``: only these payload fields."""
         if not ids:
             return {}
         with self._lock, self._translate(name):
-            records = self._client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=True)
+            payload: bool | list[str] = True if fields is None else (list(fields) or False)
+            records = self._client.retrieve(name, ids=list(ids), with_payload=payload, with_vectors=True)
         out = {}
         for r in records:
             vectors = r.vector if isinstance(r.vector, dict) else {DENSE: r.vector or ()}
