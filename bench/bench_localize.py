@@ -11,7 +11,8 @@ nothing. It checks out the issues' base commits oldest first, so each index afte
 first is gitrag's own incremental sync of what changed between two base commits, and
 asks each issue text at its base commit (repositories cheapest first: fewest files to
 index, so an interrupted run has scored the most issues; ``--summarize`` prints the table
-of its ``--results``). HEAD is moved with ``git update-ref --no-deref``
+of its ``--results``; ``--diagnose`` counts the kinds of wrong top files and ``--misses``
+lists every issue whose first file is wrong). HEAD is moved with ``git update-ref --no-deref``
 (a detached HEAD; no checkout: gitrag indexes commits, and a clone whose largest blobs
 are missing still indexes, those files skipped as unreadable):
 
