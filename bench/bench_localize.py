@@ -11,7 +11,8 @@ nothing. It checks out the issues' base commits oldest first, so each index afte
 first is gitrag's own incremental sync of what changed between two base commits, and
 asks each issue text at its base commit (repositories cheapest first: fewest files to
 index, so an interrupted run has scored the most issues; ``--summarize`` prints the table
-of its ``--results``). HEAD is moved with ``git update-ref --no-deref``
+of its ``--results``; ``--diagnose`` counts the kinds of wrong top files and ``--misses``
+lists every issue whose first file is wrong). HEAD is moved with ``git update-ref --no-deref``
 (a detached HEAD; no checkout: gitrag indexes commits, and a clone whose largest blobs
 are missing still indexes, those files skipped as unreadable):
 
@@ -329,6 +330,35 @@ def diagnose(rows: list[dict]) -> dict:
     return out
 
 
+def misses(rows: list[dict], method: str = "gitrag") -> str:
+    """One block per issue whose first file under ``method`` is not gold, grouped by language:
+    the issue id, the rank of its first gold file (``-`` when not in the top 10), the top 3
+    files with their :func:`file_kind`, whether each shares a gold file's folder, and the
+    chunks of the top 5 that put them there (``gitrag`` rows only; BM25 rows hold their own)."""
+    out: list[str] = []
+    by_lang: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        files = r.get(f"{method}_files") or []
+        if not files or files[0] not in set(r["gold_files"]):
+            by_lang[r["language"]].append(r)
+    for lang, items in sorted(by_lang.items()):
+        out.append(f"## {lang}: {len(items)} misses at rank 1 ({method})")
+        for r in items:
+            gold = r["gold_files"]
+            folders = {g.rsplit("/", 1)[0] if "/" in g else "" for g in gold}
+            first = r[method]["first_rank"]
+            out.append(f"- {r['id']}: gold {', '.join(gold)} at rank {first if first else '-'}")
+            for i, f in enumerate((r.get(f"{method}_files") or [])[:3], 1):
+                folder = f.rsplit("/", 1)[0] if "/" in f else ""
+                near = " (gold's folder)" if folder in folders and f not in gold else ""
+                mark = " GOLD" if f in gold else ""
+                chunks = [c.split(" ", 1)[1] if " " in c else c for c in r.get(f"{method}_chunks", [])
+                          if c.split(":", 1)[0] == f]
+                why = f"; chunks {' | '.join(chunks[:2])}" if chunks else ""
+                out.append(f"    {i}. {f} [{file_kind(f)}]{near}{mark}{why}")
+    return "\n".join(out)
+
+
 # -- main ------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -349,6 +379,10 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--diagnose", type=Path, metavar="RESULTS",
                     help="only read a --results file and print what kinds of files win wrongly (JSON)")
+    ap.add_argument("--misses", type=Path, nargs="+", metavar="RESULTS",
+                    help="only read --results files and list each issue whose first file is wrong: the gold's rank, "
+                         "the top 3 files, their kinds and the chunks that put them there (markdown)")
+    ap.add_argument("--method", default="gitrag", help="the method --misses lists (gitrag, bm25, gitrag-STAGE)")
     ap.add_argument("--summarize", type=Path, nargs="+", metavar="RESULTS",
                     help="only read --results files (e.g. of an interrupted run) and print their table")
     ap.add_argument("--ablate", action="append", default=[], metavar="STAGE",
@@ -360,6 +394,10 @@ def main() -> int:
     if args.diagnose:
         rows = [json.loads(x) for x in args.diagnose.read_text(encoding="utf-8").splitlines() if x.strip()]
         print(json.dumps(diagnose(rows), indent=1))
+        return 0
+    if args.misses:
+        rows = [json.loads(x) for f in args.misses for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        print(misses(rows, args.method))
         return 0
     if args.summarize:
         rows = [json.loads(x) for f in args.summarize for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
