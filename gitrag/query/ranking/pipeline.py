@@ -1,7 +1,8 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> definitions -> path match -> coherence ->
-path priors -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
+Order: fusion (dense weight by query type) -> definitions (for a pasted text, of names in
+implementation files) -> path match -> coherence -> path priors -> generated copies ->
+import lists -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, stages
+from gitrag.query.ranking import history_prior, pasted, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -25,6 +26,10 @@ STAGES: dict[str, str] = {
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
     "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
+    "pasted-names": "a pasted issue's names defined only in tests, examples, docs or declarations get no "
+                    "definition boost",
+    "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
+    "imports": "chunks that only import or re-export x0.5 unless the question asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
              "unless asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
@@ -155,13 +160,19 @@ def rank(
     stages.fuse(cands, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
-        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
+        defs = lookup.definitions if "pasted-names" in off else pasted.implementation_definitions(lookup.definitions,
+                                                                                                   query)
+        stages.boost_definitions(cands, query, defs, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
         stages.boost_path_match(cands, query, lookup.known_paths)
     if "coherence" not in off:
         stages.boost_coherence(cands)
     if "path-priors" not in off:
         stages.apply_path_priors(cands, query)
+    if "copies" not in off:
+        restated.apply_copy_prior(cands, query)
+    if "imports" not in off:
+        restated.apply_imports_prior(cands, query)
     if "prose" not in off:
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:
