@@ -68,3 +68,21 @@ def test_a_pasted_issue_names_its_own_classes_not_the_test_suites() -> None:
     # a typed question's names are looked up everywhere (the path priors alone weigh the test)
     typed = [c.key for c in rank(analyse("where is Pojo defined"), others, 3, lookup, ("path-priors",))]
     assert typed[0] == "fixture"
+
+
+def test_a_pasted_reproduction_s_imports_raise_the_subsystem_it_exercises() -> None:
+    from gitrag.query.ranking.modules import module_names
+
+    issue = ("collect_factor_and_dimension does not detect equivalent dimensions\n\n```python\n"
+             "from sympy.physics.units.systems.si import SI\nimport numpy as np\nfrom sympy import *\n"
+             "v1 = units.Quantity('v1')\nSI.set_quantity_dimension(v1, units.velocity)\n```\n")
+    assert module_names(issue) == ["sympy.physics.units.systems.si", "sympy.physics.units.systems.si.SI"]
+    near = cand("near", "sympy/physics/units/unitsystem.py", dense=0.5, sparse=5.0)
+    central = cand("central", "sympy/core/numbers.py", dense=0.6, sparse=6.0)
+    low = cand("low", "sympy/utilities/misc.py", dense=0.1, sparse=1.0)
+    lookup = Lookup(chunks=[near, central, low, cand("si", "sympy/physics/units/systems/si.py")])
+    off = ("coherence", "saturation", "path-match")
+    assert [c.key for c in rank(analyse(issue), [near, central, low], 3, lookup, off)][0] == "near"
+    assert [c.key for c in rank(analyse(issue), [near, central, low], 3, lookup, (*off, "modules"))][0] == "central"
+    typed = "where is the dimension of a sum checked"  # no reproduction: nothing to read
+    assert [c.key for c in rank(analyse(typed), [near, central, low], 3, lookup, off)][0] == "central"
