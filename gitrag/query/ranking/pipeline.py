@@ -31,7 +31,7 @@ STAGES: dict[str, str] = {
     "pasted-names": "a pasted issue's names defined only in tests, examples, docs or declarations get no "
                     "definition boost",
     "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
-    "imports": "chunks that only import or re-export x0.5 unless the question asks about imports",
+    "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
              "unless asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
