@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from gitrag.query.ranking.query import Query
-from gitrag.query.ranking.stages import INIT_PRIOR, DefinitionSite, _pasted, asks_of, path_prior
+from gitrag.query.ranking.stages import INIT_PRIOR, MAX_DEFINITIONS, DefinitionSite, _pasted, asks_of, path_prior
 
 Definitions = Callable[[str, bool], list[DefinitionSite]]
 
@@ -28,7 +28,10 @@ Definitions = Callable[[str, bool], list[DefinitionSite]]
 def implementation_definitions(definitions: Definitions, query: Query) -> Definitions:
     """``definitions`` (name, exact case -> sites) without the sites in non-implementation
     files (:func:`gitrag.query.ranking.stages.path_prior` below 1, ``__init__.py`` aside)
-    when ``query`` is pasted text; ``definitions`` itself for a typed question."""
+    when ``query`` is pasted text; ``definitions`` itself for a typed question. A name with
+    more than ``MAX_DEFINITIONS`` sites keeps them all: it is ambiguous (``main``, defined
+    in every example and test binary), and leaving out the tests' must not make it look
+    specific (on rayon, three ``main`` functions of its CI crates then won the boost)."""
     if not _pasted(query):
         return definitions
     asks = asks_of(query)
@@ -43,6 +46,9 @@ def implementation_definitions(definitions: Definitions, query: Query) -> Defini
         return cache[path]
 
     def filtered(name: str, exact_case: bool) -> list[DefinitionSite]:
-        return [s for s in definitions(name, exact_case) if implementation(s.path)]
+        sites = definitions(name, exact_case)
+        if len(sites) > MAX_DEFINITIONS:
+            return sites  # ambiguous in the repository as a whole (``main``): the stage skips it as before
+        return [s for s in sites if implementation(s.path)]
 
     return filtered
