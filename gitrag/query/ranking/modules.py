@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from gitrag.query.ranking.query import Query
-from gitrag.query.ranking.stages import Candidate, _pasted, top_score
+from gitrag.query.ranking.stages import Candidate, is_pasted, top_score
 
 MODULE_BOOST = 0.5
 MAX_NAMES = 32  # dotted names tried per question (text order): bounds the lookups of a 500 KB log
@@ -84,7 +84,7 @@ def _shared(path: str, module: str, depth: int) -> float:
 def boost_modules(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
     """Raise candidates in or near the Python modules a pasted question imports
     (see the module docstring; in place)."""
-    if not _pasted(query):
+    if not is_pasted(query):
         return
     top = top_score(cands)
     if top <= 0:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from gitrag.query.ranking.query import Query
-from gitrag.query.ranking.stages import INIT_PRIOR, MAX_DEFINITIONS, DefinitionSite, _pasted, asks_of, path_prior
+from gitrag.query.ranking.stages import INIT_PRIOR, MAX_DEFINITIONS, DefinitionSite, asks_of, is_pasted, path_prior
 
 Definitions = Callable[[str, bool], list[DefinitionSite]]
 
@@ -32,7 +32,7 @@ def implementation_definitions(definitions: Definitions, query: Query) -> Defini
     more than ``MAX_DEFINITIONS`` sites keeps them all: it is ambiguous (``main``, defined
     in every example and test binary), and leaving out the tests' must not make it look
     specific (on rayon, three ``main`` functions of its CI crates then won the boost)."""
-    if not _pasted(query):
+    if not is_pasted(query):
         return definitions
     asks = asks_of(query)
     cache: dict[str, bool] = {}

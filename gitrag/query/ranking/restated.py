@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from gitrag.query.ranking.query import Query
-from gitrag.query.ranking.stages import DOCS_PRIOR, GENERATED_PRIOR, Candidate, _pasted
+from gitrag.query.ranking.stages import DOCS_PRIOR, GENERATED_PRIOR, Candidate, is_pasted
 
 _COPY = re.compile(r"(?:^|/)(?:single[-_]?headers?|single[-_]?include|amalgamat\w*)/|(?:^|/)[^/]*amalgamat[^/]*$",
                    re.I)
@@ -64,7 +64,7 @@ def apply_imports_prior(cands: dict[str, Candidate], query: Query) -> None:
     question (an issue), unless it asks about imports (for a pasted text, its title asks: the rule of
     gitrag.query.ranking.stages.asks_of)
     (in place)."""
-    if not _pasted(query):
+    if not is_pasted(query):
         return
     lines = [ln for ln in query.intent.splitlines() if ln.strip()]
     if lines and _ASKS_IMPORTS.search(lines[0]):
