@@ -1,29 +1,11 @@
-"""Ranking stages for code restated elsewhere (generated copies, import lists) and for a pasted
-issue's names that the repository defines only in its tests (issue 20)."""
+"""Ranking stages for code restated elsewhere (generated copies, import lists) and for the Python
+modules a pasted issue imports (issue 20)."""
 
 from __future__ import annotations
 
-from gitrag.query.ranking import Candidate, DefinitionSite, analyse, rank
+from gitrag.query.ranking import Candidate, analyse, rank
 from gitrag.query.ranking.restated import is_copy, is_imports
 from tests.test_ranking import Lookup, cand
-
-ISSUE = """XmlMapper serializes the appended property twice
-
-XmlMapper writes the virtual property twice, ObjectMapper for json works correctly.
-
-```java
-public class VirtualWriterTest {
-    @Test
-    public void testAppend() throws Exception {
-        ObjectMapper mapper = new XmlMapper();
-        String xml = mapper.writeValueAsString(new Pojo("foo"));
-    }
-    public static class Pojo {
-        private final String name;
-    }
-}
-```
-""" + "The output has the virtual element twice while the json output has it once. " * 8
 
 
 def test_an_amalgamation_ranks_below_the_header_it_copies() -> None:
@@ -53,23 +35,6 @@ def test_an_import_list_ranks_below_the_code_using_the_names() -> None:
     assert [c.key for c in rank(analyse(titled), [imports, code, low], 3, Lookup(), off)][0] == "imp"
     typed = "where is parse exported"  # a typed question: an import block may be the answer
     assert [c.key for c in rank(analyse(typed), [imports, code, low], 3, Lookup(), off)][0] == "imp"
-
-
-def test_a_pasted_issue_names_its_own_classes_not_the_test_suites() -> None:
-    fixture = cand("fixture", "src/test/java/org/x/AppendTest.java", line=10)
-    impl = cand("impl", "src/main/java/org/x/XmlMapper.java", line=1)
-    lookup = Lookup({"Pojo": [DefinitionSite("Pojo", fixture.path, 12)],
-                     "XmlMapper": [DefinitionSite("XmlMapper", impl.path, 2)]}, [fixture, impl])
-    others = [cand("writer", "src/main/java/org/x/ser/XmlWriter.java", dense=0.9, sparse=5.0)]
-    q = analyse(ISSUE)
-    assert q.long and "Pojo" in q.capitalised + q.identifiers
-    out = [c.key for c in rank(q, others, 3, lookup)]
-    assert out[0] == "impl" and "fixture" not in out  # the test's namesake gains no boost, so it is no candidate
-    before = [c.key for c in rank(q, others, 3, lookup, ("pasted-names",))]
-    assert "fixture" in before
-    # a typed question's names are looked up everywhere (the path priors alone weigh the test)
-    typed = [c.key for c in rank(analyse("where is Pojo defined"), others, 3, lookup, ("path-priors",))]
-    assert typed[0] == "fixture"
 
 
 def test_a_pasted_reproduction_s_imports_raise_the_subsystem_it_exercises() -> None:

@@ -1,7 +1,6 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> definitions (for a pasted text, of names in
-implementation files) -> path match -> imported modules -> coherence -> path priors -> generated copies ->
+Order: fusion (dense weight by query type) -> definitions -> path match -> imported modules -> coherence -> path priors -> generated copies ->
 import lists -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
@@ -13,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, modules, pasted, restated, stages
+from gitrag.query.ranking import history_prior, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -28,8 +27,6 @@ STAGES: dict[str, str] = {
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
     "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
-    "pasted-names": "a pasted issue's names defined only in tests, examples, docs or declarations get no "
-                    "definition boost",
     "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
     "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
@@ -162,9 +159,7 @@ def rank(
     stages.fuse(cands, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
-        defs = lookup.definitions if "pasted-names" in off else pasted.implementation_definitions(lookup.definitions,
-                                                                                                   query)
-        stages.boost_definitions(cands, query, defs, lookup.chunks_at, lookup.project_names, frames)
+        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
         stages.boost_path_match(cands, query, lookup.known_paths)
     if "modules" not in off:
