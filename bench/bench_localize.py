@@ -386,7 +386,8 @@ def main() -> int:
     ap.add_argument("--summarize", type=Path, nargs="+", metavar="RESULTS",
                     help="only read --results files (e.g. of an interrupted run) and print their table")
     ap.add_argument("--ablate", action="append", default=[], metavar="STAGE",
-                    help="also run gitrag with this ranking stage switched off, as method gitrag-STAGE (repeatable)")
+                    help="also run gitrag with this ranking stage switched off, as method gitrag-STAGE (repeatable; "
+                         "STAGE,STAGE switches several off together)")
     ap.add_argument("--full-history", action="store_true",
                     help="read each base commit's whole commit history after its sync (a sync alone reads what its "
                          "time budget allows; later syncs read the rest)")
@@ -503,7 +504,7 @@ def main() -> int:
                 b_chunks = [(d["path"], d["start_line"], d["end_line"]) for _, d in b_hits]
                 ablated = {}
                 for stage in args.ablate:
-                    r2 = ask(ws, q, k=10, files=True, disable=(stage,))
+                    r2 = ask(ws, q, k=10, files=True, disable=tuple(stage.split(",")))
                     ablated[f"gitrag-{stage}"] = score(issue["files"], issue["functions"],
                                                        [f.path for f in (r2.files or [])][:10],
                                                        [(r.path, r.start_line, r.end_line) for r in r2.results])

@@ -10,7 +10,7 @@ import pytest
 from gitrag.index.workspace import open_workspace
 from gitrag.query.ranking import analyse, boilerplate, traces
 from gitrag.query.ranking.traces import Frame
-from gitrag.query.retrieval import search
+from gitrag.query.retrieval import ask, search
 from tests.gitutil import Repo, index
 
 GO = """panic: runtime error: index out of range [3] with length 3
@@ -149,7 +149,9 @@ def test_a_go_panic_leads_to_the_method_that_ran(project: Repo) -> None:
 def test_bad_issue_texts_get_ranked_results(project: Repo, question: str) -> None:
     with open_workspace(project.path) as ws:
         got = search(ws, question[:500_000], k=5)
+        files = ask(ws, question[:500_000], k=3, files=True).files  # `ask --files`, as an agent pastes an issue
     assert got and all(r.path for r in got)
+    assert files and all(f.path and f.chunks for f in files)
 
 
 def test_a_question_of_only_symbols_gets_results_or_nothing_but_no_error(project: Repo) -> None:

@@ -105,6 +105,23 @@ def test_rename_embeds_nothing_and_drops_old_path(base: Repo, tmp_path: Path, mo
     assert_converged(base, tmp_path, monkeypatch)
 
 
+def test_rename_over_a_missing_blob_syncs(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted file's blob gone from the object database (a partial clone, a mirror without
+    its largest blobs): rename detection cannot read it; the sync still applies the change
+    (it crashed with pygit2's NotFoundError "cannot read header" in find_similar)."""
+    old_blob = base.git("rev-parse", "HEAD:pkg/b.py")
+    base.git("mv", "pkg/b.py", "pkg/moved.py")
+    base.write("pkg/moved.py", module("gamma", "alpha"))  # a similar, not identical, file: similarity is computed
+    base.commit("move and edit b")
+    loose = base.path / ".git" / "objects" / old_blob[:2] / old_blob[2:]
+    assert loose.is_file()
+    loose.unlink()
+    sync(base.path)
+    paths = {p["path"] for p in snapshot(base.path).values()}
+    assert "pkg/moved.py" in paths and "pkg/b.py" not in paths
+    assert_converged(base, tmp_path, monkeypatch)
+
+
 def test_revert_embeds_nothing(base: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base.write("pkg/a.py", module("alpha", "beta").replace("total = 0", "total = 1"))
     base.commit("break beta")

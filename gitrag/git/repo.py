@@ -166,9 +166,20 @@ class GitRepo:
                     yield Entry(path, str(obj.id), int(obj.filemode))
 
     def diff(self, old_commit: str, new_commit: str) -> list[Change]:
-        """Tree changes from ``old_commit`` to ``new_commit`` with rename detection."""
-        diff = self.repo.diff(self._tree(old_commit), self._tree(new_commit))
-        diff.find_similar(flags=DiffFind.FIND_RENAMES)
+        """Tree changes from ``old_commit`` to ``new_commit`` with rename detection.
+
+        Similarity needs the blobs of deleted and added files; when the object database
+        lacks one (a partial or shallow clone, a mirror whose largest blobs were left out)
+        only exact renames (same blob id, read from the trees) are detected, and the other
+        pairs stay a deletion and an addition: the same paths either way, so a sync still
+        touches what changed and skips the missing blob as unreadable."""
+        old_tree, new_tree = self._tree(old_commit), self._tree(new_commit)
+        diff = self.repo.diff(old_tree, new_tree)
+        try:
+            diff.find_similar(flags=DiffFind.FIND_RENAMES)
+        except KeyError:  # pygit2.NotFoundError (a GitError and a KeyError): a blob is missing
+            diff = self.repo.diff(old_tree, new_tree)
+            diff.find_similar(flags=DiffFind.FIND_RENAMES | DiffFind.FIND_EXACT_MATCH_ONLY)
         changes = []
         for delta in diff.deltas:
             status = _STATUS.get(delta.status)

@@ -1,7 +1,7 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> definitions -> path match -> coherence ->
-path priors -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
+Order: fusion (dense weight by query type) -> definitions -> path match -> imported modules -> coherence -> path priors -> generated copies ->
+import lists -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, stages
+from gitrag.query.ranking import history_prior, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -22,9 +22,13 @@ STAGES: dict[str, str] = {
     "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
     "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
                   "raise that file",
+    "modules": "a pasted issue's Python imports (from a.b.c import x) raise files in and near those modules "
+               "by 0.5x top x the share of the package path they share",
     "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
     "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
     "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
+    "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
+    "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
              "unless asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
@@ -158,10 +162,16 @@ def rank(
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
         stages.boost_path_match(cands, query, lookup.known_paths)
+    if "modules" not in off:
+        modules.boost_modules(cands, query, lookup.known_paths)
     if "coherence" not in off:
         stages.boost_coherence(cands)
     if "path-priors" not in off:
         stages.apply_path_priors(cands, query)
+    if "copies" not in off:
+        restated.apply_copy_prior(cands, query)
+    if "imports" not in off:
+        restated.apply_imports_prior(cands, query)
     if "prose" not in off:
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:

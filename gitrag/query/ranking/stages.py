@@ -479,9 +479,10 @@ def asks_of(query: Query) -> frozenset[str]:
     return asked_for(query.intent)
 
 
-def _pasted(query: Query) -> bool:
+def is_pasted(query: Query) -> bool:
     """A pasted text (an issue, a log), not a typed question: long, or several lines."""
     return query.long or sum(1 for ln in query.text.splitlines() if ln.strip()) > 1
+
 
 
 def apply_path_priors(cands: dict[str, Candidate], query: Query) -> None:
@@ -509,7 +510,7 @@ def apply_role_priors(cands: dict[str, Candidate], query: Query, roles: Iterable
     definition boost is several times any fused score."""
     asks = asks_of(query)
     weights = [(role, 1.0 - prior) for role in roles for ask, prior in [ROLE_PRIORS[role]]
-               if ask not in asks and not (role in ISSUE_ROLES and _pasted(query))]
+               if ask not in asks and not (role in ISSUE_ROLES and is_pasted(query))]
     if not weights:
         return
     for c in cands.values():
