@@ -139,3 +139,24 @@ def test_the_cache_keeps_each_points_signature_and_drops_a_bad_row(repo: Repo) -
         assert victim not in cache.get_signatures([victim, other]) and other in cache.get_signatures([other])
     finally:
         ws.close()
+
+
+def test_a_vector_the_store_rescaled_passes_and_one_turned_or_zeroed_fails() -> None:
+    """A Qdrant server normalises every vector of a cosine collection on upsert, so a
+    float16-rounded vector (|v| = 1 +- 1e-4) comes back scaled: the same direction, the same
+    cosines. Its signature must pass (else every team reader calls the server damaged);
+    a vector turned by a little more than the tolerance, or zeroed, must not."""
+    from gitrag.index.integrity import signature
+
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=256).astype(np.float32)
+    v = (v / np.linalg.norm(v)).astype(np.float16).astype(np.float32)  # what the embedded store keeps
+    terms = SparseVec(indices=[3, 17], values=[0.5, 0.25])
+    want = signature(v, terms)
+    served = (v / np.linalg.norm(v)).astype(np.float32)  # what the server gives back
+    assert not np.array_equal(served, v)
+    turned = v.copy()
+    turned[:8] = -turned[:8]
+    cases = [v, served, 3.0 * v, turned, np.zeros_like(v)]
+    assert signatures_ok([want] * len(cases), cases, [terms] * len(cases)) == [True, True, True, False, False]
+    assert [_signature_ok(want, c, terms) for c in cases] == [True, True, True, False, False]

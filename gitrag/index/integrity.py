@@ -84,7 +84,22 @@ def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
     got = signature(dense, terms)
     if got[4:] != want[4:]:  # the term ids' sum and their number: exact
         return False
-    return all(abs(a - b) <= SIG_TOLERANCE * max(1.0, abs(b)) for a, b in zip(got[:4], want[:4], strict=True))
+    if abs(got[3] - want[3]) > SIG_TOLERANCE * max(1.0, abs(want[3])):
+        return False
+    g, w = np.array([got[:3]], dtype=np.float64), np.array([want[:3]], dtype=np.float64)
+    return bool((np.abs(g - w) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(w))).all() or _rescaled_near(g, w)[0])
+
+
+def _rescaled_near(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Rows of ``got`` ([r1, r2, |v|^2]) that match ``want`` once the vector is scaled back to
+    the signed norm: a store may rescale a vector (a Qdrant server normalises every vector
+    of a cosine collection, so a float16-rounded one, |v| = 1 +- 1e-4, comes back scaled),
+    and a positive scale changes no cosine, so no ranking. Direction is still checked to
+    ``SIG_TOLERANCE``; a zero vector never matches."""
+    norm_ok = (got[:, 2] > 0) & (want[:, 2] > 0)
+    scale = np.sqrt(np.where(norm_ok, want[:, 2], 1.0) / np.where(norm_ok, got[:, 2], 1.0))
+    proj = got[:, :2] * scale[:, None]
+    return norm_ok & (np.abs(proj - want[:, :2]) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(want[:, :2]))).all(axis=1)
 
 
 def payload_digest(point_id: str, payload: dict[str, Any]) -> str:
@@ -130,6 +145,7 @@ def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) ->
         got = np.column_stack([m @ _projections(dim).T, np.einsum("ij,ij->i", m, m)]).astype(np.float64)
         want = np.array([sigs[i][:3] for i in rows], dtype=np.float64)
         near = (np.abs(got - want) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(want))).all(axis=1) & finite
+        near |= _rescaled_near(got, want) & finite
         for j, i in enumerate(rows):
             t, w = terms[i], sigs[i]
             ok[i] = bool(near[j]) and (abs(float(sum(t.values)) - w[3]) <= SIG_TOLERANCE * max(1.0, abs(w[3]))
