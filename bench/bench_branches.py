@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitrag.index.store.edge import _disk_usage  # the store's own du (blocks, sparse WAL files count little)
+from gitrag.index.store.edge import disk_usage  # the store's own du (blocks, sparse WAL files count little)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -50,7 +50,7 @@ QUESTIONS = [
 
 
 def sizes(data_root: Path) -> dict[str, int]:
-    store = sum(_disk_usage(p) for p in data_root.glob("*/qdrant"))
+    store = sum(disk_usage(p) for p in data_root.glob("*/qdrant"))
     state = sum(p.stat().st_size for p in data_root.glob("*/state.db*") if p.is_file())
     cache = sum(p.stat().st_size for p in data_root.glob("cache.db*") if p.is_file())
     return {"store": store, "state": state, "cache": cache, "total": store + state + cache}

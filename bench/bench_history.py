@@ -38,9 +38,9 @@ def _one_index(mode: str, home: str, repo: str) -> None:
     """Child process: one first index of ``repo`` in ``home``; prints its seconds as JSON."""
     os.environ["GITRAG_HOME"] = home
     from gitrag import logs
+    from gitrag.index import history
     from gitrag.index.indexer import Indexer
     from gitrag.index.workspace import open_workspace
-    from gitrag.query import history
 
     logs.configure("warning")
     spent = {"history": 0.0}

@@ -195,7 +195,7 @@ class BM25:
     def search(self, query: str, k: int) -> list[tuple[float, dict]]:
         n_docs = len(self.docs)
         scores: dict[int, float] = defaultdict(float)
-        for term, qn in Counter(tokens(query)).items():
+        for term in Counter(tokens(query)):  # each distinct term once
             post = self.postings.get(term)
             if not post:
                 continue
@@ -450,7 +450,7 @@ def main() -> int:
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
                 if args.full_history:
-                    from gitrag.query import history
+                    from gitrag.index import history
 
                     history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 bm25.index(ws)

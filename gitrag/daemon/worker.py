@@ -301,7 +301,7 @@ class RepoWorker:
             # client that sees the index at HEAD also sees the sync counted
             moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
             self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
-            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.query.history)
+            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.index.history)
         except EmptyRepository:
             return None
         except BranchGone:  # deleted since its hook ran (commit, then `git branch -D` at once)

@@ -21,7 +21,7 @@ ZERO_OID = "0" * 40
 DETACHED = "(detached)"
 
 
-def _utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
     """False for a str holding surrogate escapes (bytes that were not UTF-8: see os.fsdecode)."""
     try:
         text.encode("utf-8")
@@ -78,7 +78,7 @@ class GitRepo:
         self.common_dir = self._common_dir()
         self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
         for where in (self.workdir, self.common_dir):
-            if where is not None and not _utf8(str(where)):
+            if where is not None and not is_utf8(str(where)):
                 raise UnsupportedPath(
                     f"the repository's path {decode_path(os.fsencode(where))} is not valid UTF-8, and gitrag "
                     "names its index and talks to its daemon by that path: rename the folder (or a parent)")

@@ -80,7 +80,7 @@ class IndexSummary:
     paths_embedded: int = 0
     chunks_failed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
-    commits_indexed: int = 0  # commits new to the history index (gitrag.query.history)
+    commits_indexed: int = 0  # commits new to the history index (gitrag.index.history)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,10 +157,10 @@ class Indexer:
         return summary
 
     def sync_history(self, summary: IndexSummary) -> None:
-        """The commit index step (gitrag.query.history): commits new since the branch's history head
+        """The commit index step (gitrag.index.history): commits new since the branch's history head
         (``summary``: the code sync's, updated with ``commits_indexed`` and its seconds).
         Never raises for the history's own failures (logged)."""
-        from gitrag.query import history
+        from gitrag.index import history
 
         t0 = time.perf_counter()
         done = history.sync_branch(self.ws, summary.branch, summary.commit, code_seconds=summary.seconds)

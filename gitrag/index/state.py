@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from gitrag.errors import StateError
-from gitrag.index.store.base import BranchView, SparseVec
+from gitrag.index.records import BranchView, SparseVec
 from gitrag.index.vector_cache import VectorCache, is_malformed
 
 FORMAT_VERSION = 2
