@@ -105,7 +105,7 @@ def worker(corpus: Path, branches: int, commits: int, queries: int) -> dict[str,
         print(f"  topic-{i}: embedded {s.chunks_embedded}, {rows[-1]['total'] / 1e6:.1f} MB, "
               f"{rows[-1]['seconds']} s", file=sys.stderr, flush=True)
     latencies = []
-    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115  closed below
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - closed below
     daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], stdin=subprocess.DEVNULL,
                               stdout=log, stderr=log, cwd=tmp)
     try:

@@ -49,7 +49,7 @@ def main() -> int:
     from gitrag.query.retrieval import search
     from gitrag.surfaces import output
 
-    def first_rank(located, question, suffix):  # noqa: ANN001, ANN202
+    def first_rank(located, question, suffix):
         return next((i for i, r in enumerate(located, 1) if any(hits(r, t, suffix_paths=suffix) for t in question.targets)),
                     None)
 

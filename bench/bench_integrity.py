@@ -116,8 +116,8 @@ def cost(args: argparse.Namespace) -> int:
 
     spent = {"digest": 0.0, "calls": 0}
 
-    def timed(fn):  # noqa: ANN001, ANN202
-        def inner(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+    def timed(fn):
+        def inner(*a, **kw):
             t = time.process_time()
             try:
                 return fn(*a, **kw)
@@ -162,7 +162,7 @@ def cost(args: argparse.Namespace) -> int:
         check = retrieval.check_results
         checked: list[float] = []
 
-        def timed_check(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        def timed_check(*a, **kw):
             t = time.perf_counter()
             try:
                 return check(*a, **kw)

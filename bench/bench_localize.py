@@ -160,7 +160,7 @@ class BM25:
     def __init__(self) -> None:
         self.cache: dict[tuple[str, int, int], Counter] = {}
 
-    def index(self, ws) -> None:  # noqa: ANN001
+    def index(self, ws) -> None:
         branch = ws.repo.branch()
         rows = ws.state.points(branch)
         self.docs: list[dict] = []
@@ -251,7 +251,7 @@ _CONFIG = re.compile(r"(\.(toml|ya?ml|json|cfg|ini|gradle|xml|properties|lock)$|
                      r"Cargo\.toml|setup\.py|pom\.xml|package\.json|tox\.ini)$)", re.I)
 
 
-def _builder():  # noqa: ANN202
+def _builder():
     """bench/eval/localize/build.py as a module (its test-path and language rules)."""
     if "localize_build" not in sys.modules:
         from importlib import util
@@ -409,7 +409,7 @@ def main() -> int:
     by_repo = dict(sorted(by_repo.items(), key=lambda kv: (cost[kv[0]], kv[0].lower())))
     results: list[dict] = []
     skipped: dict[str, str] = {}
-    out_fh = open(args.results, "w", encoding="utf-8") if args.results else None
+    out_fh = open(args.results, "w", encoding="utf-8") if args.results else None  # noqa: SIM115 - written row by row, closed after the loop
     embedder = ""
     started = time.perf_counter()
     index_s = 0.0
@@ -446,7 +446,7 @@ def main() -> int:
                     try:
                         with output.progress_bar(False) as progress:
                             Indexer(ws, progress).sync()
-                    except Exception as exc2:  # noqa: BLE001
+                    except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
                 if args.full_history:

@@ -239,7 +239,9 @@ class _Handler:
 
 
 def test_dispatch_codec() -> None:
-    run = lambda line: asyncio.run(dispatch(_Handler(), line))  # noqa: E731
+    def run(line: bytes) -> dict:
+        return asyncio.run(dispatch(_Handler(), line))
+
     assert run(protocol.encode(protocol.request("echo", {"a": 1}))) == protocol.success({"a": 1})
     fail = run(protocol.encode(protocol.request("fail", {})))
     assert (fail["ok"], fail["kind"], fail["exit_code"]) == (False, "NotIndexed", 1)

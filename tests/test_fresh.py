@@ -282,7 +282,7 @@ def test_a_dropped_event_is_logged_and_doctor_says_why(installed: Repo) -> None:
     assert events["status"] == "warn" and "not registered" in events["detail"]
 
 
-def GitRepo_common(repo: Repo) -> Path:  # noqa: N802
+def GitRepo_common(repo: Repo) -> Path:
     from gitrag.git.repo import GitRepo
 
     return GitRepo(repo.path).common_dir
@@ -351,7 +351,7 @@ def test_a_daemon_of_another_build_is_refused_then_replaced_by_install(repo: Rep
     with (old / "gitrag" / "__init__.py").open("a") as fh:
         fh.write("# the release before\n")
     env = {**os.environ, "PYTHONPATH": str(old)}
-    log = open(tmp_path / "old-daemon.log", "ab")  # noqa: SIM115
+    log = open(tmp_path / "old-daemon.log", "ab")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, cwd=old, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=log)
     try:

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = ROOT / "bench" / "eval" / "localize"
 
 
-def _load(name: str, path: Path):  # noqa: ANN202
+def _load(name: str, path: Path):
     if name not in sys.modules:
         spec = util.spec_from_file_location(name, path)
         module = util.module_from_spec(spec)

@@ -35,7 +35,7 @@ def project(repo: Repo) -> Repo:
 def _index(cwd: Path, *args: str, every: str = "0") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GITRAG_PROGRESS_INTERVAL": every}
     return subprocess.run([sys.executable, "-m", "gitrag", "index", *args], cwd=cwd, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=300, check=True)
 
 

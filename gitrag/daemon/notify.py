@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         run(sys.argv[1:] if argv is None else argv)
     except SystemExit:  # argparse: bad usage from a hand-written call
         pass
-    except Exception:
+    except Exception:  # noqa: BLE001 - the hook path never fails a git command: logged
         _log_failure()
     return 0
 

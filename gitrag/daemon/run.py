@@ -20,8 +20,7 @@ from typing import IO
 
 import structlog
 
-from gitrag.daemon import notify
-from gitrag.daemon import memory, protocol, spool, watch
+from gitrag.daemon import memory, notify, protocol, spool, watch
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
 from gitrag.daemon.service import Service
@@ -51,7 +50,7 @@ def acquire_lock() -> IO[str]:
     Raises AlreadyRunning (with the holder's pid) when another daemon has it."""
     path = protocol.lock_path()
     protocol.private_dir(path.parent)
-    fh = open(path, "a+")
+    fh = open(path, "a+")  # noqa: SIM115 - held (and flocked) for the daemon's life: returned to the caller
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

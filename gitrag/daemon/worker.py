@@ -147,7 +147,7 @@ class RepoWorker:
                 self._discard()
             if self._ws is None:
                 self._ws = self._opener(Path(worktree), rebuild=rebuild)
-                self._ws.embedder  # noqa: B018  load it here, so every view shares it
+                self._ws.embedder  # noqa: B018 - load it here, so every view shares it
                 self._repo_id = identity.read_id(Path(self.common_dir)) or self._repo_id
             return replace(self._ws, repo=GitRepo(worktree))
 

@@ -315,7 +315,7 @@ class Indexer:
         if streamed and index_pool.usable(ws.embedder, len(paths)):
             try:
                 self._feed = _Feed(self, paths, entries, policy)
-            except Exception as exc:  # no pool: the same work in this process
+            except Exception as exc:  # noqa: BLE001 - no pool: the same work in this process
                 log.warning("no worker pool", error=repr(exc))
         try:
             while True:
@@ -435,14 +435,14 @@ class Indexer:
         try:
             reason = policy.by_size(self.ws.repo.blob_size(entry.blob))  # a huge blob is never read
             data = b"" if reason else self.ws.repo.read_blob(entry.blob)
-        except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+        except Exception as exc:  # noqa: BLE001 - a corrupt or missing object: skip the file, keep going
             return f"unreadable blob: {exc}", None
         reason = reason or policy.by_content(data, entry.path)
         if reason:
             return reason, None
         try:
             return None, analyze(entry.path, data, max_tokens=max_tokens, count_tokens=count_tokens)
-        except Exception as exc:  # one bad file never stops the rest
+        except Exception as exc:  # noqa: BLE001 - one bad file never stops the rest
             log.warning("chunker failed", path=entry.path, error=repr(exc))
             return f"chunker error: {type(exc).__name__}", None
 
@@ -523,7 +523,7 @@ class _Feed:
             if not reason:
                 try:
                     reason = self.policy.by_size(self.repo.blob_size(entry.blob))
-                except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+                except Exception as exc:  # noqa: BLE001 - a corrupt or missing object: skip the file, keep going
                     reason = f"unreadable blob: {exc}"
             if reason:
                 self.known[path] = reason

@@ -244,7 +244,7 @@ class CitationFilter:
         known = "|".join(re.escape(p) for p in sorted(self.ranges, key=len, reverse=True))
         path = f"(?:{known}|{_GENERIC_PATH})" if known else _GENERIC_PATH
         self._cite = re.compile(rf"(?<![\w/.@:-])`?(?P<path>{path}){_LINES}`?")
-        group = r"[ \t]*(?P<open>[\[(])(?P<inner>[^\[\]()\n]{1,%d})(?P<close>[\])])" % HOLD_BRACKET
+        group = rf"[ \t]*(?P<open>[\[(])(?P<inner>[^\[\]()\n]{{1,{HOLD_BRACKET}}})(?P<close>[\])])"
         self._group = re.compile(group)
         self._any = re.compile(rf"(?P<group>{group})|[ \t]*{self._cite.pattern}")  # groups first, in text order
         self.kept: list[Citation] = []

@@ -120,7 +120,7 @@ class Tools:
         with self.lock:
             try:
                 symbol_index(self.ws)
-            except Exception as exc:  # not indexed yet: the tools will say so
+            except Exception as exc:  # noqa: BLE001 - not indexed yet: the tools will say so
                 log.info("warm-up skipped: %s", exc)
 
     # -- tools -------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from gitrag.config import Settings
     from gitrag.index.chunking.model import TokenSpan
 
 

@@ -81,7 +81,7 @@ class SearchFilter:
                 raise ConfigError(f"invalid exclude glob {glob!r}: give a non-empty gitignore-style pattern")
         try:
             return pathspec.PathSpec.from_lines("gitignore", self.exclude)
-        except Exception as exc:  # pathspec's GitWildMatchPatternError and friends
+        except Exception as exc:  # noqa: BLE001 - pathspec's GitWildMatchPatternError and friends
             raise ConfigError(f"invalid exclude glob: {exc}") from None
 
     def excludes(self, path: str) -> bool:

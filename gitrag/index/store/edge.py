@@ -527,7 +527,7 @@ class EdgeStore:
                 try:
                     shard.flush()
                     shard.close()
-                except Exception as exc:  # close the others anyway
+                except Exception as exc:  # noqa: BLE001 - close the others anyway
                     errors.append(f"{name}: {exc}")
                 finally:
                     self._let_go(name)
