@@ -46,14 +46,14 @@ def _one_index(mode: str, home: str, repo: str) -> None:
     spent = {"history": 0.0}
     real = history.sync_branch
 
-    def timed(*a, **kw):  # type: ignore[no-untyped-def]
+    def timed(*a, **kw):
         t = time.perf_counter()
         try:
             return real(*a, **kw)
         finally:
             spent["history"] += time.perf_counter() - t
 
-    history.sync_branch = timed if mode == "on" else (lambda *a, **kw: None)  # type: ignore[assignment]
+    history.sync_branch = timed if mode == "on" else (lambda *a, **kw: None)
     ws = open_workspace(repo)
     t0 = time.perf_counter()
     s = Indexer(ws).sync()

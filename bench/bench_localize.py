@@ -259,7 +259,7 @@ def _builder():
         spec = util.spec_from_file_location("localize_build", SETS / "build.py")
         module = util.module_from_spec(spec)
         sys.modules["localize_build"] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        spec.loader.exec_module(module)
     return sys.modules["localize_build"]
 
 

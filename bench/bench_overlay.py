@@ -71,7 +71,7 @@ def p50(values: list[float]) -> float:
 CPU: list[tuple[float, bool]] = []  # (CPU ms of the process, overlay on) of every timed ask
 
 
-def timed(fn, overlay: bool = False) -> float:  # type: ignore[no-untyped-def]
+def timed(fn, overlay: bool = False) -> float:
     """Wall ms of ``fn()``; its CPU ms (this process, all threads) goes to CPU: on a loaded
     machine the CPU time is the steadier measure of what the overlay costs."""
     t0, c0 = time.perf_counter(), time.process_time()

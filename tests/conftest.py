@@ -58,7 +58,7 @@ def quiet_logs() -> None:
 
 
 @pytest.fixture
-def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
+def daemon(isolated_home: Path):
     """A real ``python -m gitrag daemon`` process for this test's GITRAG_HOME (stopped after)."""
     from tests.daemonutil import start_daemon, stop_daemon
 
@@ -68,13 +68,13 @@ def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def daemons(isolated_home: Path):  # type: ignore[no-untyped-def]
+def daemons(isolated_home: Path):
     """``start(*args)`` starts a real daemon (see ``daemon``); every one is stopped after the test."""
     from tests.daemonutil import start_daemon, stop_daemon
 
     procs = []
 
-    def start(*extra: str):  # type: ignore[no-untyped-def]
+    def start(*extra: str):
         procs.append(start_daemon(*extra))
         return procs[-1]
 

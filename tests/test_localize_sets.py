@@ -24,7 +24,7 @@ def _load(name: str, path: Path):
         spec = util.spec_from_file_location(name, path)
         module = util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        spec.loader.exec_module(module)
     return sys.modules[name]
 
 

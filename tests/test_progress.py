@@ -167,7 +167,7 @@ def test_lines_come_at_most_once_per_interval() -> None:
 def test_format_and_interval_setting() -> None:
     line = format_line("indexing main", "embed", 1200, 4300, 41.7)
     assert line == "indexing main: embedding chunks 1,200/4,300, 27%, 41 s"
-    assert LINE_RE.match(line)["stage"] == "embedding chunks"  # type: ignore[index]
+    assert LINE_RE.match(line)["stage"] == "embedding chunks"
     assert interval({}) == 5.0 and interval({"GITRAG_PROGRESS_INTERVAL": "0.5"}) == 0.5
     assert interval({"GITRAG_PROGRESS_INTERVAL": "off"}) is None
     for bad in ("soon", "nan", "5s"):

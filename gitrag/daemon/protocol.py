@@ -188,7 +188,7 @@ def check_args(args: dict[str, Any]) -> None:
 
 
 def _check(name: str, value: Any, spec: Arg) -> None:
-    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    kinds: tuple[type[Any], ...] = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         wanted = " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
         raise BadArguments(f"{name!r} must be {wanted}, not {_JSON_NAMES.get(type(value), type(value).__name__)} "

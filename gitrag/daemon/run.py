@@ -113,5 +113,6 @@ async def _finish(service: Service) -> None:
             log.error("worker did not stop cleanly", repo=worker.common_dir, error=repr(left))
             continue
         for worktree, branches in left.items():
-            for branch in branches or [None]:  # one event per reported branch: each is synced again
+            one_each: list[str | None] = [*(branches or [])] or [None]
+            for branch in one_each:  # one event per reported branch: each is synced again
                 spool.append(notify.event("daemon-stop", [], worktree, worker.common_dir, branch))

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
@@ -159,15 +160,15 @@ class GitRepo:
         while stack:
             prefix, tree = stack.pop()
             for obj in tree:
-                path = prefix + decode_path(obj.raw_name)
+                path = prefix + decode_path(obj.raw_name or b"")  # a tree entry always has a name
                 if obj.filemode == FileMode.TREE:
-                    stack.append((path + "/", self.repo[obj.id]))
+                    stack.append((path + "/", cast(pygit2.Tree, self.repo[obj.id])))
                 else:
                     yield Entry(path, str(obj.id), int(obj.filemode))
 
     def diff(self, old_commit: str, new_commit: str) -> list[Change]:
         """Tree changes from ``old_commit`` to ``new_commit`` with rename detection."""
-        diff = self.repo.diff(self._tree(old_commit), self._tree(new_commit))
+        diff = self._tree(old_commit).diff_to_tree(self._tree(new_commit))  # what repo.diff(tree, tree) calls
         diff.find_similar(flags=DiffFind.FIND_RENAMES)
         changes = []
         for delta in diff.deltas:
@@ -180,7 +181,7 @@ class GitRepo:
         return changes
 
     def read_blob(self, blob: str) -> bytes:
-        return self.repo[blob].data
+        return cast(pygit2.Blob, self.repo[blob]).data
 
     def blob_size(self, blob: str) -> int:
         """The blob's size in bytes, from the object header (the content is not inflated)."""

@@ -246,9 +246,9 @@ class Indexer:
         for cand in self.ws.state.branches():
             if cand.fingerprint != fingerprint or not repo.has_commit(cand.indexed_commit):
                 continue
-            if repo.merge_base(cand.indexed_commit, head) is None:  # type: ignore[arg-type]
+            if repo.merge_base(cand.indexed_commit, head) is None:
                 continue
-            dist = repo.distance(cand.indexed_commit, head)  # type: ignore[arg-type]
+            dist = repo.distance(cand.indexed_commit, head)
             if best_dist is None or dist < best_dist:
                 best, best_dist = cand, dist
         return best

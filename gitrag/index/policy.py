@@ -157,7 +157,7 @@ class Policy:
             self._included.add(entry.path)
             return None
         if check.include:
-            return self._default_reason(DEFAULT_PATTERNS[check.index])  # type: ignore[index]
+            return self._default_reason(DEFAULT_PATTERNS[check.index])  # type: ignore[index]  # a match (include set) has its index
         return None
 
     def by_size(self, size: int) -> str | None:

@@ -394,7 +394,7 @@ class State:
         (its file list: the points rows are shared, not copied)."""
         with self.transaction() as db:
             _create_branch(db, name, collection, fingerprint, copy_from)
-        return self.branch(name)  # type: ignore[return-value]
+        return self.branch(name)  # type: ignore[return-value]  # created just above: never None
 
     def drop_branch(self, name: str) -> None:
         with self.transaction() as db:

@@ -526,7 +526,8 @@ def _step(index: SymbolIndex, d: Definition, rel: str, hop: int) -> Iterable[Lin
         refs = index.imports_used_by(d) if rel == "imports" else index.outgoing(d, kind)
         for r in refs:
             targets = index.resolve(r)
-            for t in targets[:5] or [None]:
+            shown: list[Definition | None] = [*targets[:5]] or [None]
+            for t in shown:
                 yield Link(rel, r.target, r.path, r.line, hop, t, len(targets))
     else:
         kind = "call" if rel == "callers" else "inherit"

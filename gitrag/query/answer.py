@@ -265,7 +265,7 @@ class CitationFilter:
     def _safe_cut(self, buf: str) -> int:
         """Where to split ``buf``: before its trailing whitespace + partial word, and
         never inside a bracket group (closed later or not) that began within reach."""
-        cut = re.search(r"\s*\S*\s*\Z", buf).start()  # type: ignore[union-attr]
+        cut = re.search(r"\s*\S*\s*\Z", buf).start()  # type: ignore[union-attr]  # matches every string (at least at its end)
         stack: list[int] = []
         for i, ch in enumerate(buf[:cut]):
             if ch in "([":

@@ -27,7 +27,7 @@ class _RankingStage(click.Choice):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         from gitrag.query.ranking.pipeline import STAGES
 

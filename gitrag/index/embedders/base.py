@@ -110,7 +110,7 @@ def embed_partial(
             return partial(texts)
         return embedder.embed_documents(texts), []
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    out[use] = by_span([spans[i] for i in use])  # type: ignore[index]
+    out[use] = by_span([spans[i] for i in use])  # type: ignore[index]  # use is non-empty only when spans is
     if len(use) < len(texts):
         taken = set(use)
         rest = [i for i in range(len(texts)) if i not in taken]
