@@ -28,15 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from gitrag import config
-from gitrag.errors import GitragError
+from gitrag.errors import BadArguments as BadArguments  # defined there, named here too
+from gitrag.errors import ProtocolError as ProtocolError
+from gitrag.errors import UnsafeFolder as UnsafeFolder
 
 VERSION = 1
 MAX_MESSAGE = 8 * 1024 * 1024  # bytes in one line, newline included
 MAX_SOCKET_PATH = 107  # bytes: sun_path is 108 with its NUL
-
-
-class ProtocolError(Exception):
-    """A line that is not one JSON object of this protocol version, or is too long."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -92,10 +90,6 @@ def socket_path() -> Path:
     return Path(f"/tmp/gitrag-{os.getuid()}") / f"{digest}.sock"
 
 
-class UnsafeFolder(GitragError):
-    """The socket folder is not a private folder of this user (a shared /tmp squatted)."""
-
-
 def unsafe_folder(path: Path, st: os.stat_result) -> str | None:
     """Why ``path`` (lstat ``st``) may not hold our socket, or None when it is a folder of
     this user that no one else may enter (no group or other bits)."""
@@ -127,10 +121,6 @@ def private_dir(path: Path) -> Path:
 
 
 # -- request arguments ----------------------------------------------------------------------
-
-
-class BadArguments(ValueError):
-    """A request argument of the wrong type or out of range (the reply's kind ``BadArguments``)."""
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,9 @@ from gitrag.daemon import memory, notify, protocol, spool, watch
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
 from gitrag.daemon.service import Service
-from gitrag.errors import GitragError
+from gitrag.errors import AlreadyRunning as AlreadyRunning  # defined there, named here too
 
 log = structlog.get_logger("gitrag.daemon")
-
-
-class AlreadyRunning(GitragError):
-    """Another daemon holds the lock."""
 
 
 @dataclass(frozen=True)

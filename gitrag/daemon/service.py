@@ -23,15 +23,12 @@ from gitrag.daemon import catchup, registry
 from gitrag.daemon.warm import Warmer
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.errors import ConfigError, GitragError
+from gitrag.errors import SettingsMismatch as SettingsMismatch  # defined there, named here too
 from gitrag.git.repo import GitRepo
 from gitrag.index.embedders import Embedder, create
 from gitrag.index.workspace import Workspace, open_workspace
 
 log = structlog.get_logger("gitrag.daemon")
-
-
-class SettingsMismatch(GitragError):
-    """A client's result settings differ from the daemon's (see Service.check_settings)."""
 
 
 Debounce = Callable[[str, Callable[[], None]], None]  # (key, fn): run fn once, a little later

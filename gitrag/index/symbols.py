@@ -44,7 +44,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gitrag.errors import GitragError, NotIndexed
+from gitrag.errors import NotFound as NotFound  # defined there, named here too
+from gitrag.errors import NotIndexed
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.workspace import Workspace
 
@@ -55,10 +56,6 @@ FOLLOW_MAX_CANDIDATES = 3  # hops go on only through edges resolved to at most t
 CACHE_SIZE = 8
 _SPLIT = re.compile(r"::|->|[.#\\]")
 _RECEIVERS = frozenset({"self", "this", "cls", "super()", "super", "Self", "static"})
-
-
-class NotFound(GitragError):
-    """A path or symbol the current branch's index does not hold."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitrag.errors import AnswerUnavailable as AnswerUnavailable  # defined there, named here too
 from gitrag.errors import GitragError
 
 if TYPE_CHECKING:
@@ -64,10 +65,6 @@ that supports the claim.
 outside the excerpts.
 - If the evidence does not answer the question, say so in one sentence instead of guessing.
 - Be concise: a short paragraph or a few bullet points, plain text or Markdown."""
-
-
-class AnswerUnavailable(GitragError):
-    """The chat model could not be asked (server down, model missing, timeout)."""
 
 
 def count_tokens(text: str) -> int:
