@@ -179,13 +179,13 @@ def check_embedder(settings: Settings) -> Check:
         via = " (from OLLAMA_HOST)" if "OLLAMA_HOST" in settings.sources else ""
         return Check("embedder", "ok", f"Ollama at {host}{via}, model {model} pulled")
     from gitrag.index.embedders import create
+    from gitrag.index.embedders.base import SelfChecking
 
     t0 = time.perf_counter()
     try:
         embedder = create(settings)
-        self_check = getattr(embedder, "self_check", None)
-        if self_check is not None:  # static, local: checked from their files, no model loaded
-            return Check("embedder", "ok", f"{settings.embedder}: {self_check()}")
+        if isinstance(embedder, SelfChecking):  # static, local: checked from their files, no model loaded
+            return Check("embedder", "ok", f"{settings.embedder}: {embedder.self_check()}")
         embedder.embed_query("gitrag doctor")
     except GitragError as exc:
         return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")
