@@ -550,3 +550,17 @@ def test_optional_capabilities_are_named_protocols(stub: OllamaStub) -> None:
         offers[name] = {p.__name__ for p in (base.PartialEmbedder, base.SpanEmbedder, base.SelfChecking)
                         if isinstance(e, p)}
     assert offers == {"hash": set(), "static": {"SpanEmbedder", "SelfChecking"}, "ollama": {"PartialEmbedder"}}
+
+
+def test_doctor_reaches_a_local_ollama_as_the_embedder_does_whatever_the_proxy(
+        stub: OllamaStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor lists the pulled models through ollamahost, as the embedder reaches the server:
+    a local server directly, never through the environment's proxy (nothing listens there)."""
+    from gitrag.surfaces.commands.doctor import check_embedder
+
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    check = check_embedder(Settings(embedder="ollama", ollama_host=stub.url, ollama_model="nomic-embed-text"))
+    assert (check.status, check.detail) == ("ok", f"Ollama at {stub.url}, model nomic-embed-text pulled")

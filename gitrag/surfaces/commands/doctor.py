@@ -13,7 +13,6 @@ Exit code 1 when a check fails, else 0 (warnings do not fail).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -21,7 +20,6 @@ import sqlite3
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,14 +153,9 @@ def check_daemon() -> Check:
     return Check("daemon", "ok", f"pid {info['pid']} at {info['socket']}, answered in {ms:.0f} ms{queued}")
 
 
-def _ollama_models(host: str) -> list[str]:
-    with urllib.request.urlopen(host.rstrip("/") + "/api/tags", timeout=3) as resp:
-        return [m.get("name", "") for m in json.load(resp).get("models", [])]
-
-
 def check_embedder(settings: Settings) -> Check:
     if settings.embedder == "ollama":
-        from gitrag.index.embedders.ollamahost import parse_host
+        from gitrag.index.embedders.ollamahost import model_names, parse_host
 
         model = settings.ollama_model
         try:
@@ -170,7 +163,7 @@ def check_embedder(settings: Settings) -> Check:
         except GitragError as exc:
             return Check("embedder", "fail", str(exc), "set GITRAG_OLLAMA_HOST, e.g. http://127.0.0.1:11434")
         try:
-            names = _ollama_models(host)
+            names = model_names(host)
         except (OSError, ValueError) as exc:
             return Check("embedder", "fail", f"Ollama not reachable at {host}: {exc}", "ollama serve")
         wanted = {model, model if ":" in model else f"{model}:latest"}
