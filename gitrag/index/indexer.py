@@ -222,7 +222,7 @@ class Indexer:
                 )
             forget_branch(ws, branch)
             branch = None
-        collection = ws.collection(name)
+        collection = ws.collection()
         if not ws.store.has_collection(collection):  # first index, or dropped: rebuilt from the cache
             views.rebuild(ws, fp, collection, ws.embedder.dim, name)
         if branch is None:
