@@ -25,7 +25,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gitrag import config
 from gitrag.errors import BadArguments as BadArguments  # defined there, named here too
@@ -58,6 +58,26 @@ def decode(line: bytes) -> dict[str, Any]:
     if message.get("v") != VERSION or isinstance(message.get("v"), bool):
         raise ProtocolError(f"protocol version {message.get('v')!r} is not supported; this side speaks v{VERSION}")
     return message
+
+
+class EventFields(TypedDict, total=False):
+    """A hook event's fields past ``repo`` and ``branch`` (the ``notify`` op's args, also what
+    the spool keeps): the repository's common git dir, the hook's name and arguments, when it
+    ran (Unix time, s), and all the branches it named when there were several."""
+
+    common_dir: str
+    hook: str
+    args: list[str]
+    time: float
+    branches: list[str]
+
+
+class HookEvent(EventFields):
+    """One hook event as gitrag.daemon.notify.event builds it: the work tree (``repo``) and,
+    when the hook said, the (first) branch it happened on."""
+
+    repo: str
+    branch: NotRequired[str]
 
 
 def request(op: str, args: dict[str, Any]) -> dict[str, Any]:
