@@ -162,7 +162,7 @@ def test_repository_files() -> None:
 
 @pytest.mark.parametrize("max_tokens", [32, 64, 256, 2048])
 def test_cap_holds_for_any_budget(max_tokens: int) -> None:
-    data = (REPO / "gitrag" / "chunking" / "outline.py").read_bytes()
+    data = (REPO / "gitrag" / "index" / "chunking" / "outline.py").read_bytes()
     analysis = analyze("gitrag/index/chunking/outline.py", data, max_tokens=max_tokens,
                        count_tokens=COUNT)
     check_tiling(data, analysis)
@@ -170,7 +170,7 @@ def test_cap_holds_for_any_budget(max_tokens: int) -> None:
 
 
 def test_default_token_estimate_is_len_over_three() -> None:
-    data = (REPO / "gitrag" / "chunking" / "split.py").read_bytes()
+    data = (REPO / "gitrag" / "index" / "chunking" / "split.py").read_bytes()
     analysis = analyze("gitrag/index/chunking/split.py", data)
     check_tiling(data, analysis)
     assert all(-(-len(c.text) // 3) <= 256 for c in analysis.chunks)
