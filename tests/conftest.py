@@ -95,15 +95,22 @@ SLOW_MODULES = frozenset({
     "test_reliability_neighbours", "test_reliability_offline", "test_reliability_process", "test_reliability_readonly",
     "test_reliability_socket", "test_reliability_store", "test_revisions", "test_storage", "test_worktree",
 })
+#: single tests that take a minute or more of CPU (fuzzing, property tests over whole corpora)
+SLOW_TESTS = frozenset({
+    "test_reliability_fuzz.py::test_corruption_fuzz",
+    "test_chunking_properties.py::test_stdlib_python_files",
+    "test_chunking_properties.py::test_repository_files",
+})
 #: fixtures that start a real daemon process: a test using one is ``slow`` wherever it is
 SLOW_FIXTURES = frozenset({"daemon", "daemons"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the process-heavy tests ``slow`` (SLOW_MODULES, SLOW_FIXTURES); tests marked
+    """Mark the process-heavy tests ``slow`` (SLOW_MODULES, SLOW_TESTS, SLOW_FIXTURES); tests marked
     ``transformer`` (the ``local`` embedder) skip without gitrag[transformer]."""
     for item in items:
-        if item.path.stem in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (item.path.stem in SLOW_MODULES or f"{item.path.name}::{item.name}" in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
     if HAVE_TRANSFORMER:
         return
