@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitrag.index.store.edge import _disk_usage  # the store's own du (blocks, sparse WAL files count little)
+from gitrag.index.store.edge import disk_usage  # the store's own du (blocks, sparse WAL files count little)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -50,7 +50,7 @@ QUESTIONS = [
 
 
 def sizes(data_root: Path) -> dict[str, int]:
-    store = sum(_disk_usage(p) for p in data_root.glob("*/qdrant"))
+    store = sum(disk_usage(p) for p in data_root.glob("*/qdrant"))
     state = sum(p.stat().st_size for p in data_root.glob("*/state.db*") if p.is_file())
     cache = sum(p.stat().st_size for p in data_root.glob("cache.db*") if p.is_file())
     return {"store": store, "state": state, "cache": cache, "total": store + state + cache}
@@ -105,7 +105,7 @@ def worker(corpus: Path, branches: int, commits: int, queries: int) -> dict[str,
         print(f"  topic-{i}: embedded {s.chunks_embedded}, {rows[-1]['total'] / 1e6:.1f} MB, "
               f"{rows[-1]['seconds']} s", file=sys.stderr, flush=True)
     latencies = []
-    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115  closed below
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - closed below
     daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], stdin=subprocess.DEVNULL,
                               stdout=log, stderr=log, cwd=tmp)
     try:

@@ -49,7 +49,7 @@ def main() -> int:
     from gitrag.query.retrieval import search
     from gitrag.surfaces import output
 
-    def first_rank(located, question, suffix):  # noqa: ANN001, ANN202
+    def first_rank(located, question, suffix):
         return next((i for i, r in enumerate(located, 1) if any(hits(r, t, suffix_paths=suffix) for t in question.targets)),
                     None)
 
@@ -85,7 +85,7 @@ def main() -> int:
         for kind in sorted({q.kind for q, *_ in rows}):
             sub = [r for r in rows if r[0].kind == kind]
 
-            def rec(col: int, sub: list = sub) -> str:  # type: ignore[type-arg]
+            def rec(col: int, sub: list = sub) -> str:
                 return "/".join(f"{sum(1 for r in sub if r[col] is not None and r[col] <= c) / len(sub):.2f}" for c in CUTS)
 
             mrr = sum(1 / r[3] for r in sub if r[3]) / len(sub)
@@ -99,7 +99,7 @@ def main() -> int:
 
 
 class _Span:
-    def __init__(self, payload: dict) -> None:  # type: ignore[type-arg]
+    def __init__(self, payload: dict) -> None:
         self.path, self.start_line, self.end_line = payload["path"], payload["start_line"], payload["end_line"]
 
 

@@ -40,8 +40,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_index import build_corpus  # noqa: E402
-from bench_query import QUESTIONS, long_questions, pct  # noqa: E402
+from bench_index import build_corpus  # noqa: E402 - found through the sys.path line above
+from bench_query import QUESTIONS, long_questions, pct  # noqa: E402 - found through the sys.path line above
 
 Lists = tuple[list, list, dict]  # dense hits, sparse hits, {candidate id: payload}
 
@@ -74,24 +74,24 @@ def main() -> int:
     row = ws.state.branch(ws.repo.branch())
     store, coll, view = ws.store, row.collection, row.view
 
-    def deep(dense, terms, with_payload: bool) -> tuple[list, list]:  # noqa: ANN001
+    def deep(dense, terms, with_payload: bool) -> tuple[list, list]:
         return (store.search(coll, dense=dense, sparse=None, limit=SCORE_DEPTH, branch=view, with_payload=with_payload),
                 store.search(coll, dense=None, sparse=terms, limit=SCORE_DEPTH, branch=view, with_payload=with_payload))
 
     def top_ids(d: list, s: list) -> list[str]:
         return list(dict.fromkeys(h.id for h in d[:PREFETCH] + s[:PREFETCH]))
 
-    def full(dense, terms) -> Lists:  # noqa: ANN001
+    def full(dense, terms) -> Lists:
         d, s = deep(dense, terms, True)
         return d, s, {h.id: h.payload for h in d[:PREFETCH] + s[:PREFETCH]}
 
-    def two(dense, terms) -> Lists:  # noqa: ANN001
+    def two(dense, terms) -> Lists:
         d_top = store.search(coll, dense=dense, sparse=None, limit=PREFETCH, branch=view)
         s_top = store.search(coll, dense=None, sparse=terms, limit=PREFETCH, branch=view)
         d, s = deep(dense, terms, False)
         return d, s, {h.id: h.payload for h in d_top + s_top}
 
-    def by_id(dense, terms) -> Lists:  # noqa: ANN001
+    def by_id(dense, terms) -> Lists:
         d, s = deep(dense, terms, False)
         return d, s, store.payloads(coll, top_ids(d, s))
 

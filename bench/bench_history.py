@@ -38,22 +38,22 @@ def _one_index(mode: str, home: str, repo: str) -> None:
     """Child process: one first index of ``repo`` in ``home``; prints its seconds as JSON."""
     os.environ["GITRAG_HOME"] = home
     from gitrag import logs
+    from gitrag.index import history
     from gitrag.index.indexer import Indexer
     from gitrag.index.workspace import open_workspace
-    from gitrag.query import history
 
     logs.configure("warning")
     spent = {"history": 0.0}
     real = history.sync_branch
 
-    def timed(*a, **kw):  # type: ignore[no-untyped-def]
+    def timed(*a, **kw):
         t = time.perf_counter()
         try:
             return real(*a, **kw)
         finally:
             spent["history"] += time.perf_counter() - t
 
-    history.sync_branch = timed if mode == "on" else (lambda *a, **kw: None)  # type: ignore[assignment]
+    history.sync_branch = timed if mode == "on" else (lambda *a, **kw: None)
     ws = open_workspace(repo)
     t0 = time.perf_counter()
     s = Indexer(ws).sync()

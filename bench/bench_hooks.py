@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 ENV = {"GIT_AUTHOR_NAME": "B", "GIT_AUTHOR_EMAIL": "b@e.invalid", "GIT_COMMITTER_NAME": "B",
@@ -124,10 +125,10 @@ def main() -> None:
         tag_plain, tag_hooked = [], []
         rng = random.Random(0)
         for i in range(opts.commits):
-            ops = [(plain_ms, lambda: timed_commit(plain, i)), (hooked_ms, lambda: timed_commit(hooked, i)),
-                   (older_ms, lambda: timed_commit(older, i)),
-                   (tag_plain, lambda: timed_run(["git", "tag", f"t{i}"], plain)),
-                   (tag_hooked, lambda: timed_run(["git", "tag", f"t{i}"], hooked))]
+            ops = [(plain_ms, partial(timed_commit, plain, i)), (hooked_ms, partial(timed_commit, hooked, i)),
+                   (older_ms, partial(timed_commit, older, i)),
+                   (tag_plain, partial(timed_run, ["git", "tag", f"t{i}"], plain)),
+                   (tag_hooked, partial(timed_run, ["git", "tag", f"t{i}"], hooked))]
             rng.shuffle(ops)  # no configuration always runs right after another's notifier
             for into, op in ops:
                 into.append(op())
@@ -151,14 +152,17 @@ def main() -> None:
     finally:
         client.request("stop", timeout=5.0)
     med_p, med_h = statistics.median(plain_ms), statistics.median(hooked_ms)
-    p90 = lambda xs: statistics.quantiles(xs, n=10)[-1]  # noqa: E731
+
+    def p90(xs: list[float]) -> float:
+        return statistics.quantiles(xs, n=10)[-1]
+
     print(f"commit latency over {opts.commits} commits each (ms)       median    p90")
     print(f"  without hooks                                   {med_p:7.1f} {p90(plain_ms):6.1f}")
     print(f"  with gitrag hooks + daemon                      {med_h:7.1f} {p90(hooked_ms):6.1f}")
     print(f"  with the hooks before reference-transaction     {statistics.median(older_ms):7.1f} {p90(older_ms):6.1f}")
     print(f"  added by gitrag                                 {med_h - med_p:7.1f}   (goal < 10)")
     print(f"  added by gitrag before reference-transaction    {statistics.median(older_ms) - med_p:7.1f}")
-    print(f"git tag (no Python: not a local branch)          median    p90")
+    print("git tag (no Python: not a local branch)          median    p90")
     print(f"  without hooks                                   {statistics.median(tag_plain):7.1f} {p90(tag_plain):6.1f}")
     print(f"  with gitrag hooks                               {statistics.median(tag_hooked):7.1f} {p90(tag_hooked):6.1f}")
     script_ms = statistics.median(hook_ms) - statistics.median(bare_ms)

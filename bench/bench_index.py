@@ -152,7 +152,7 @@ def main() -> int:
     return 0
 
 
-def _time_stages() -> dict:  # type: ignore[type-arg]
+def _time_stages() -> dict:
     """Wrap the index's steps to add up their CPU seconds; ``["__restore__"]()`` unwraps."""
     from gitrag.index import indexer, sparse, state, views
     from gitrag.index.store import edge
@@ -170,7 +170,7 @@ def _time_stages() -> dict:  # type: ignore[type-arg]
         originals.append((owner, attr, fn))
         spent[name] = 0.0
 
-        def timed(*a, _fn=fn, _name=name, **k):  # type: ignore[no-untyped-def]
+        def timed(*a, _fn=fn, _name=name, **k):
             t = time.process_time()
             try:
                 return _fn(*a, **k)
@@ -187,7 +187,7 @@ def _time_stages() -> dict:  # type: ignore[type-arg]
     return spent
 
 
-def _texts(ws, rows):  # type: ignore[no-untyped-def]
+def _texts(ws, rows):
     """The embedding texts of the indexed chunks, re-chunked from their blobs."""
     from gitrag.index.chunking import analyze
 

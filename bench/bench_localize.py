@@ -161,7 +161,7 @@ class BM25:
     def __init__(self) -> None:
         self.cache: dict[tuple[str, int, int], Counter] = {}
 
-    def index(self, ws) -> None:  # noqa: ANN001
+    def index(self, ws) -> None:
         branch = ws.repo.branch()
         rows = ws.state.points(branch)
         self.docs: list[dict] = []
@@ -196,7 +196,7 @@ class BM25:
     def search(self, query: str, k: int) -> list[tuple[float, dict]]:
         n_docs = len(self.docs)
         scores: dict[int, float] = defaultdict(float)
-        for term, qn in Counter(tokens(query)).items():
+        for term in Counter(tokens(query)):  # each distinct term once
             post = self.postings.get(term)
             if not post:
                 continue
@@ -252,7 +252,7 @@ _CONFIG = re.compile(r"(\.(toml|ya?ml|json|cfg|ini|gradle|xml|properties|lock)$|
                      r"Cargo\.toml|setup\.py|pom\.xml|package\.json|tox\.ini)$)", re.I)
 
 
-def _builder():  # noqa: ANN202
+def _builder():
     """bench/eval/localize/build.py as a module (its test-path and language rules)."""
     if "localize_build" not in sys.modules:
         from importlib import util
@@ -260,7 +260,7 @@ def _builder():  # noqa: ANN202
         spec = util.spec_from_file_location("localize_build", SETS / "build.py")
         module = util.module_from_spec(spec)
         sys.modules["localize_build"] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        spec.loader.exec_module(module)
     return sys.modules["localize_build"]
 
 
@@ -448,7 +448,7 @@ def main() -> int:
     by_repo = dict(sorted(by_repo.items(), key=lambda kv: (cost[kv[0]], kv[0].lower())))
     results: list[dict] = []
     skipped: dict[str, str] = {}
-    out_fh = open(args.results, "w", encoding="utf-8") if args.results else None
+    out_fh = open(args.results, "w", encoding="utf-8") if args.results else None  # noqa: SIM115 - written row by row, closed after the loop
     embedder = ""
     started = time.perf_counter()
     index_s = 0.0
@@ -485,11 +485,11 @@ def main() -> int:
                     try:
                         with output.progress_bar(False) as progress:
                             Indexer(ws, progress).sync()
-                    except Exception as exc2:  # noqa: BLE001
+                    except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
                 if args.full_history:
-                    from gitrag.query import history
+                    from gitrag.index import history
 
                     history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 bm25.index(ws)

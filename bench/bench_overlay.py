@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 QUESTIONS = ["how are command line options parsed", "where is the help text formatted", "prompt for a password",
@@ -59,9 +60,9 @@ def synthetic(seed: int, lines: int = 500) -> str:
         a, b, c = rnd.sample(WORDS, 3)
         out += [f"\n\ndef {a}_{b}_{seed}_{n}({c}, limit=10):\n",
                 f'    """Handle the {a} of a {b} with its {c}, at most limit times."""\n',
-                f"    total = 0\n", f"    for i in range(limit):\n",
+                "    total = 0\n", "    for i in range(limit):\n",
                 f"        total += len(str({c})) * i + {rnd.randint(1, 999)}\n",
-                f"        if total > {rnd.randint(100, 9999)}:\n", f"            break\n", f"    return total\n"]
+                f"        if total > {rnd.randint(100, 9999)}:\n", "            break\n", "    return total\n"]
         n += 1
     return "".join("".join(out).splitlines(keepends=True)[:lines])
 
@@ -79,7 +80,7 @@ def p50(values: list[float]) -> float:
 CPU: list[tuple[float, bool]] = []  # (CPU ms of the process, overlay on) of every timed ask
 
 
-def timed(fn, overlay: bool = False) -> float:  # type: ignore[no-untyped-def]
+def timed(fn, overlay: bool = False) -> float:
     """Wall ms of ``fn()``; its CPU ms (this process, all threads) goes to CPU: on a loaded
     machine the CPU time is the steadier measure of what the overlay costs."""
     t0, c0 = time.perf_counter(), time.process_time()
@@ -149,9 +150,9 @@ def overlay_bench(repo: Path, trials: int) -> None:
             for t in range(trials):
                 edit(t + 1, new_files)
                 q = QUESTIONS[t % len(QUESTIONS)]
-                base_first.append(timed(lambda: ask(ws, q, worktree_overlay=False)))
+                base_first.append(timed(partial(ask, ws, q, worktree_overlay=False)))
                 holder = {}
-                first.append(timed(lambda: holder.setdefault("r", ask(ws, q, worktree_overlay=True)), True))
+                first.append(timed(lambda h=holder, q=q: h.setdefault("r", ask(ws, q, worktree_overlay=True)), True))
                 embedded.append(holder["r"].worktree["embedded"])
                 CPU.clear()
                 for q2 in QUESTIONS:
@@ -181,8 +182,8 @@ def overlay_bench(repo: Path, trials: int) -> None:
             fresh_proc, base = [], []
             for q2 in QUESTIONS:
                 worktree._cache.clear()  # a new process: only the SQLite vector cache is left
-                base.append(timed(lambda: ask(ws, q2, worktree_overlay=False)))
-                fresh_proc.append(timed(lambda: ask(ws, q2, worktree_overlay=True)))
+                base.append(timed(partial(ask, ws, q2, worktree_overlay=False)))
+                fresh_proc.append(timed(partial(ask, ws, q2, worktree_overlay=True)))
             print(f"  cached, new process: adds {p50([a - b for a, b in zip(fresh_proc, base)]):7.1f} ms p50")
             if not new_files:  # the daemon's first ask: edited files cut provisionally (gitrag.query.splice)
                 firsts, bases, cpu_first, cpu_base = [], [], [], []

@@ -19,7 +19,7 @@ from typing import Any
 
 from gitrag.index.indexer import Indexer
 from gitrag.index.store import SearchFilter
-from gitrag.index.workspace import open_workspace
+from gitrag.index.workspace import Workspace, open_workspace
 from gitrag.query.evaluation import load_dataset, run_dataset
 from gitrag.query.ranking.pieces import merge_pieces
 from gitrag.query.retrieval import Result, search
@@ -43,7 +43,8 @@ def main() -> None:
             scope = SearchFilter(path_prefix=data.scope) if data.scope else None
             cache: dict[tuple[str, str], list[Result]] = {}
 
-            def run(query: str, mode: str, merge: bool) -> list[Result]:
+            def run(query: str, mode: str, merge: bool, cache: dict[tuple[str, str], list[Result]] = cache,
+                    ws: Workspace = ws, scope: SearchFilter | None = scope) -> list[Result]:  # this dataset's
                 if (mode, query) not in cache:
                     cache[(mode, query)] = search(ws, query, k=2 * DEPTH, mode=mode, scope=scope,
                                                   snippets=False, merge=False)

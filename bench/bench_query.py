@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_index import build_corpus  # noqa: E402
+from bench_index import build_corpus  # noqa: E402 - found through the sys.path line above
 
 QUESTIONS = HERE / "eval" / "click-8.1.7.jsonl"
 LONG = HERE / "eval" / "click-long.jsonl"

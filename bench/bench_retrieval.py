@@ -23,7 +23,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gitrag.index.store import SearchFilter
+    from gitrag.index.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -74,11 +81,11 @@ def main() -> int:
             embedder = ws.embedder.fingerprint
             flt = SearchFilter(path_prefix=data.scope) if data.scope else None
 
-            def searcher(variant: str):  # noqa: ANN202
+            def searcher(variant: str, ws: Workspace = ws, flt: SearchFilter | None = flt) -> Callable[[str], list]:
                 if variant == "rrf":
-                    return lambda q: search(ws, q, k=10, scope=flt, snippets=False, rerank_results=False)
+                    return partial(search, ws, k=10, scope=flt, snippets=False, rerank_results=False)
                 off = () if variant == "hybrid" else (variant[1:],)
-                return lambda q: search(ws, q, k=10, scope=flt, snippets=False, disable=off)
+                return partial(search, ws, k=10, scope=flt, snippets=False, disable=off)
 
             searchers = {v: searcher(v) for v in variants}
             for v in searchers.values():  # warm the model and the symbol graph outside the timings

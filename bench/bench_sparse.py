@@ -10,6 +10,7 @@ import importlib.util
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from gitrag.index import sparse
 
@@ -20,7 +21,7 @@ spec.loader.exec_module(base)
 files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
 texts = []
 for f in files:
-    t = open(f"{repo}/{f}", encoding="utf-8", errors="replace").read()
+    t = Path(repo, f).read_text(encoding="utf-8", errors="replace")
     texts += [t[i:i + 1500] for i in range(0, len(t), 1500)]
 t0 = time.process_time()
 a = [base.document_vector(t) for t in texts]

@@ -32,6 +32,7 @@ import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from gitrag import progress
 from gitrag.errors import ConfigError, NotWritable
@@ -269,22 +270,23 @@ def repo_data_dir(common_dir: Path) -> Path:
     return identity.data_dir(data_root(), Path(common_dir))
 
 
-def _coerce(name: str, raw: object, where: str) -> object:
+def _coerce(name: str, raw: Any, where: str) -> Any:
     """``raw`` as the setting's type; ``where`` names it in the ConfigError for a value that is
     not a number or not above 0 (``setting 'batch_size' in /repo/.gitrag.toml``, ``GITRAG_BATCH_SIZE``)."""
     kind = {f.name: f.type for f in fields(Settings)}[name]
+    value: int | float
     try:
         if kind == "int":
-            value: object = int(raw)  # type: ignore[arg-type]
+            value = int(raw)
         elif kind == "float":
-            value = float(raw)  # type: ignore[arg-type]
+            value = float(raw)
         else:
             if name == "team_role" and str(raw) not in TEAM_ROLES:
                 raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
             return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"{where} must be a number, got {raw!r}") from None
-    if value <= 0:  # type: ignore[operator]
+    if value <= 0:
         raise ConfigError(f"{where} must be greater than 0, got {raw!r}")
     return value
 

@@ -3,6 +3,56 @@
 Library code raises a subclass of :class:`GitragError` with a message that says what to
 do; only the CLI (``gitrag/surfaces/cli.py``) turns them into exit codes:
 0 success, 1 user-facing error, 2 bad usage, 3 unexpected internal error, 130 interrupt.
+The daemon sends a GitragError across its socket as data (its class name as ``kind``, its
+``exit_code``), and the client raises it again as a :class:`CommandError`.
+
+The tree (tests/test_errors.py checks that it is the classes' own)::
+
+    Exception
+    ├── GitragError                 user-facing: one line, what happened and what to do; exit 1
+    │   ├── NotARepository          git and the repository
+    │   ├── UnsupportedPath
+    │   ├── UnsupportedRepository
+    │   ├── EmptyRepository
+    │   ├── BranchGone
+    │   ├── InstallError
+    │   ├── ConfigError             settings and the data folders
+    │   ├── NotWritable
+    │   ├── EmbedderUnavailable     the index: embedders, store, state
+    │   ├── EmbedderError
+    │   ├── EmbedderMismatch
+    │   ├── StoreError
+    │   │   ├── StoreDamaged
+    │   │   ├── StoreHeld
+    │   │   └── TeamPartsGone
+    │   ├── StateError
+    │   ├── NotIndexed
+    │   ├── NotFound
+    │   ├── UnknownRevision         questions and answers
+    │   ├── AnswerUnavailable
+    │   ├── DatasetError
+    │   ├── DaemonError             the daemon, seen from a client
+    │   │   ├── ConnectError
+    │   │   ├── Timeout
+    │   │   ├── CommandError
+    │   │   └── UntrustedSocket
+    │   ├── DaemonStuck
+    │   ├── DaemonVersion
+    │   ├── UnsafeFolder            the daemon itself
+    │   ├── AlreadyRunning
+    │   ├── SocketInUse
+    │   ├── SettingsMismatch
+    │   ├── SystemdError
+    │   ├── ToolInputError          the MCP server
+    │   ├── TeamBusy                the team server
+    │   └── TeamUnavailable
+    ├── ProtocolError               a line on the daemon's socket that is not this protocol
+    └── ValueError
+        └── BadArguments            a request argument of the wrong type or range
+
+ProtocolError and BadArguments never reach a user as such: the daemon answers them as data
+(``kind`` ProtocolError / BadArguments). A module may keep a private exception (``_Damaged``,
+``_Rejected``) that never leaves it. Standard library only: the hook path imports this.
 """
 
 from __future__ import annotations
@@ -38,6 +88,10 @@ class EmptyRepository(GitragError):
 
 class BranchGone(GitragError):
     """A branch asked for by name has no ref any more (deleted since a hook reported it)."""
+
+
+class InstallError(GitragError):
+    """A hook cannot be installed or removed without losing someone else's file."""
 
 
 class EmbedderUnavailable(GitragError):
@@ -83,6 +137,102 @@ class NotWritable(GitragError):
     """A folder gitrag must write (GITRAG_HOME, or the XDG data/state/runtime folders) is
     read-only or not the user's to write."""
 
+
+# --- the index ---------------------------------------------------------------------------
+
+class NotFound(GitragError):
+    """A path or symbol the current branch's index does not hold."""
+
+
+# --- questions and answers -------------------------------------------------------------
+
+class UnknownRevision(GitragError):
+    """A revision git cannot resolve to a commit."""
+
+
+class AnswerUnavailable(GitragError):
+    """The chat model could not be asked (server down, model missing, timeout)."""
+
+
+class DatasetError(GitragError):
+    """A question file is missing or malformed; the message names the file and place."""
+
+
+# --- the daemon, seen from a client (gitrag.daemon.client) -------------------------------
+
+class DaemonError(GitragError):
+    """Base of every failure to get an answer from the daemon."""
+
+
+class ConnectError(DaemonError):
+    """No daemon listens on the socket (missing, refused, or not a socket)."""
+
+
+class Timeout(DaemonError):
+    """Connected, but no complete reply within the timeout."""
+
+
+class CommandError(DaemonError):
+    """The daemon answered ``ok: false``; ``kind`` is its exception class name."""
+
+    def __init__(self, message: str, kind: str = "Error", exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = exit_code
+
+
+class UntrustedSocket(DaemonError):
+    """The socket, its folder or the process listening on it is not this user's: nothing is
+    sent (someone else may be posing as the daemon in a shared /tmp)."""
+
+
+class DaemonStuck(GitragError):
+    """A daemon listens but does not answer a ping in time."""
+
+
+class DaemonVersion(GitragError):
+    """The running daemon is another gitrag than this client."""
+
+
+# --- the daemon itself -------------------------------------------------------------------
+
+class UnsafeFolder(GitragError):
+    """The socket folder is not a private folder of this user (a shared /tmp squatted)."""
+
+
+class AlreadyRunning(GitragError):
+    """Another daemon holds the lock."""
+
+
+class SocketInUse(GitragError):
+    """A live daemon answers on the socket path: it is never taken over."""
+
+
+class SettingsMismatch(GitragError):
+    """A client's result settings differ from the daemon's (see Service.check_settings)."""
+
+
+class SystemdError(GitragError):
+    """``systemctl --user`` failed, or a value cannot be written into a unit."""
+
+
+# --- the MCP server ----------------------------------------------------------------------
+
+class ToolInputError(GitragError):
+    """A tool argument gitrag refuses (an absolute path, ``..``)."""
+
+
+# --- the daemon's wire (gitrag.daemon.protocol): answered as data, never shown as such ---
+
+class ProtocolError(Exception):
+    """A line that is not one JSON object of this protocol version, or is too long."""
+
+
+class BadArguments(ValueError):
+    """A request argument of the wrong type or out of range (the reply's kind ``BadArguments``)."""
+
+
+# --- the team server (docs/team.md) -----------------------------------------------------
 
 class TeamBusy(GitragError):
     """Another writer holds the team collection's lease (docs/team.md): one publisher at a time."""

@@ -133,7 +133,7 @@ def gone_folders(root: Path) -> list[Path]:
     """Data folders whose repository no longer exists: the git dir they record is missing,
     or holds another id (moved away and forked, or replaced). Folders without a record
     are left alone."""
-    out = []
+    out: list[Path] = []
     if not root.is_dir():
         return out
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):

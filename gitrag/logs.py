@@ -45,13 +45,13 @@ class _ConfigureOnImport:  # a sys.meta_path finder (not importlib.abc's: that i
         if spec is None or spec.loader is None:
             return spec
         loader, level = spec.loader, self.level
-        exec_module = loader.exec_module  # type: ignore[attr-defined]
+        exec_module = loader.exec_module
 
         def exec_then_configure(module: Any) -> None:
             exec_module(module)
             configure(level)
 
-        loader.exec_module = exec_then_configure  # type: ignore[attr-defined]
+        loader.exec_module = exec_then_configure  # type: ignore[method-assign]  # wraps this one module's loader
         return spec
 
 

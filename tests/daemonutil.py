@@ -45,7 +45,7 @@ def wait_for(probe: Callable[[], T | None], what: str, deadline_s: float = DEADL
 
 def start_daemon(*extra: str) -> subprocess.Popen[bytes]:
     """A real ``python -m gitrag daemon`` process, answering on the socket when this returns."""
-    log = open(os.environ["GITRAG_HOME"] + "-daemon.log", "ab")  # noqa: SIM115  closed with the process
+    log = open(os.environ["GITRAG_HOME"] + "-daemon.log", "ab")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon", "--debounce", "0.2", *extra],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     wait_for(lambda: client.probe(timeout=0.5)["running"] or proc.poll() is not None, "the daemon to answer")

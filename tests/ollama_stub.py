@@ -254,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.stub.requests.append(StubRequest("GET", self.path, None))
         if self.path == "/api/version":
             self._send_json(200, {"version": VERSION})
@@ -265,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._plain(404, "404 page not found")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if self.stub._stop.is_set():  # closed: a kept-alive connection dies too, unanswered
             self.close_connection = True
             return

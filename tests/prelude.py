@@ -107,8 +107,8 @@ def _offline(log_path: str) -> None:
 
         return connect
 
-    socket.socket.connect = guard(socket.socket.connect, "connect")  # type: ignore[method-assign]
-    socket.socket.connect_ex = guard(socket.socket.connect_ex, "connect_ex")  # type: ignore[method-assign]
+    socket.socket.connect = guard(socket.socket.connect, "connect")
+    socket.socket.connect_ex = guard(socket.socket.connect_ex, "connect_ex")
     real_getaddrinfo = socket.getaddrinfo
 
     @functools.wraps(real_getaddrinfo)
@@ -118,7 +118,7 @@ def _offline(log_path: str) -> None:
             raise socket.gaierror(socket.EAI_NONAME, f"offline test: lookup of {host!r} refused")
         return real_getaddrinfo(host, *args, **kwargs)
 
-    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    socket.getaddrinfo = getaddrinfo
 
 
 def install(spec: dict[str, Any]) -> None:

@@ -210,7 +210,7 @@ def run(*args: str, prelude: dict[str, Any] | None = None, env: dict[str, str] |
 def spawn(*args: str, prelude: dict[str, Any] | None = None, env: dict[str, str] | None = None,
           log: Path | None = None) -> subprocess.Popen[bytes]:
     """Start gitrag ARGS in the background (stdout and stderr to ``log``, default: discarded)."""
-    out: Any = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115  closed with the process
+    out: Any = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
     return subprocess.Popen([*_command(prelude), *args], env=_env(prelude, env), stdin=subprocess.DEVNULL,
                             stdout=out, stderr=out)
 

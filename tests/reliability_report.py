@@ -64,7 +64,7 @@ def _count(value: int | None) -> str:
 
 
 def table(records: list[dict[str, object]], outcome: dict[str, str]) -> str:
-    rows = [(r["group"], r["fault"], r["outcome"], _count(r["lost"]), _count(r["wrong"]), r["test"])  # type: ignore[arg-type]
+    rows = [(r["group"], r["fault"], r["outcome"], _count(r["lost"]), _count(r["wrong"]), r["test"])
             for r in records]
     for node, (group, fault, what) in REUSED.items():
         rows.append((group, fault, what, "–", "–", node))

@@ -240,13 +240,13 @@ def generate(language: str, seed: int) -> Gen:
             name = f"function{n}"
             expected.append((name, len(out.encode())))
             out += function.format(f=name, body=body("    ")) + "\n"
-    return f"generated.{ext}", out, expected  # type: ignore[return-value]
+    return f"generated.{ext}", out, expected
 
 
 @pytest.mark.parametrize("language", sorted(_TEMPLATES))
 def test_generated_files(language: str) -> None:
     for seed in range(6):
-        path, source, expected = generate(language, seed)  # type: ignore[misc]
+        path, source, expected = generate(language, seed)
         data = source.encode()
         analysis = check_file(path, data)
         assert analysis.language == language and not analysis.error_bytes, (seed, source[:300])

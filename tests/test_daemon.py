@@ -185,7 +185,7 @@ def test_one_daemon_wins_and_a_stale_socket_is_replaced() -> None:
             clear_stale(path)  # a live socket is never taken over
     finally:
         for p in procs:
-            stop_daemon(p)  # type: ignore[arg-type]
+            stop_daemon(p)
 
 
 def test_errors_cross_the_socket_as_data(repo: Repo, daemon: subprocess.Popen[bytes]) -> None:
@@ -239,7 +239,9 @@ class _Handler:
 
 
 def test_dispatch_codec() -> None:
-    run = lambda line: asyncio.run(dispatch(_Handler(), line))  # noqa: E731
+    def run(line: bytes) -> dict:
+        return asyncio.run(dispatch(_Handler(), line))
+
     assert run(protocol.encode(protocol.request("echo", {"a": 1}))) == protocol.success({"a": 1})
     fail = run(protocol.encode(protocol.request("fail", {})))
     assert (fail["ok"], fail["kind"], fail["exit_code"]) == (False, "NotIndexed", 1)
@@ -298,7 +300,7 @@ def test_gc_drops_collections_of_unused_branches_not_checked_out(repo: Repo) -> 
         old, main = ws.state.branch("old"), ws.state.branch("main")
         assert old is not None and main is not None and ws.store.ids(old.collection, branch=old.view)
         assert gc.drop_expired(ws, checked_out={"main"}) == ["old"]  # main is checked out: kept
-        assert not ws.state.branch("old").materialized and ws.state.point_count("old")  # type: ignore[union-attr]
+        assert not ws.state.branch("old").materialized and ws.state.point_count("old")
         assert ws.store.ids(main.collection, branch=main.view) == {r.point_id for r in ws.state.points("main")}
         assert gc.worktrees(repo.path / ".git") == [str(repo.path.resolve())]
         assert not gc.stale(GitRepo(repo.path), ws.state)

@@ -36,7 +36,7 @@ def test_trim_gives_freed_heap_pages_back_to_the_system() -> None:
     assert trimmed == "True" and int(after) < int(before) - 50_000  # KiB: over 50 MB handed back
 
 
-def test_a_large_sync_closes_the_shards_and_the_next_read_reopens_them(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_large_sync_closes_the_shards_and_the_next_read_reopens_them(repo, monkeypatch) -> None:
     from gitrag.daemon import worker as worker_mod
     from gitrag.daemon.worker import RepoWorker
     from gitrag.index.workspace import open_workspace
@@ -76,7 +76,7 @@ def _mapping_rss_kib(path: str) -> int:
 
 
 @glibc
-def test_dropping_file_pages_unmaps_them_and_keeps_their_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_dropping_file_pages_unmaps_them_and_keeps_their_bytes(tmp_path) -> None:
     import mmap
 
     root = tmp_path / "store"
@@ -118,7 +118,7 @@ def test_clearing_the_caches_empties_the_sparse_term_caches() -> None:
     assert all(f.cache_info().currsize == 0 for f in cached)
 
 
-def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch) -> None:
     from gitrag.daemon import worker as worker_mod
     from gitrag.daemon.worker import RepoWorker
     from gitrag.index.workspace import open_workspace
@@ -156,7 +156,7 @@ def _sqlite_memory_used() -> int | None:
     return int(lib.sqlite3_memory_used())
 
 
-def test_shrinking_sqlite_frees_its_page_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_shrinking_sqlite_frees_its_page_cache(tmp_path) -> None:
     import sqlite3
 
     db = sqlite3.connect(tmp_path / "x.db", check_same_thread=False)

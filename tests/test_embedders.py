@@ -539,3 +539,28 @@ def test_ollama_hosts_are_read_as_ollama_reads_ollama_host() -> None:
     for bad in ("127.0.0.1:99999", "127.0.0.1:0", "host:port", "ftp://127.0.0.1:21", "unix:///run/ollama.sock"):
         with pytest.raises(ConfigError, match="ollama_host"):
             parse_host(bad)
+
+
+def test_optional_capabilities_are_named_protocols(stub: OllamaStub) -> None:
+    """Each embedder says what it offers beyond the Embedder protocol through named protocols
+    (base.PartialEmbedder, SpanEmbedder, SelfChecking), not through attributes looked up by name."""
+    offers = {}
+    for name in ("hash", "static", "ollama"):
+        e = create(Settings(embedder=name, ollama_host=stub.url, ollama_model="nomic-embed-text"))
+        offers[name] = {p.__name__ for p in (base.PartialEmbedder, base.SpanEmbedder, base.SelfChecking)
+                        if isinstance(e, p)}
+    assert offers == {"hash": set(), "static": {"SpanEmbedder", "SelfChecking"}, "ollama": {"PartialEmbedder"}}
+
+
+def test_doctor_reaches_a_local_ollama_as_the_embedder_does_whatever_the_proxy(
+        stub: OllamaStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor lists the pulled models through ollamahost, as the embedder reaches the server:
+    a local server directly, never through the environment's proxy (nothing listens there)."""
+    from gitrag.surfaces.commands.doctor import check_embedder
+
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    check = check_embedder(Settings(embedder="ollama", ollama_host=stub.url, ollama_model="nomic-embed-text"))
+    assert (check.status, check.detail) == ("ok", f"Ollama at {stub.url}, model nomic-embed-text pulled")

@@ -466,7 +466,7 @@ def test_percentile_interpolates_linearly() -> None:
 
 def _render(report: object) -> str:
     buffer = io.StringIO()
-    print_report(report, Console(file=buffer, width=200))  # type: ignore[arg-type]
+    print_report(report, Console(file=buffer, width=200))
     return buffer.getvalue()
 
 

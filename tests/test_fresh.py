@@ -282,7 +282,7 @@ def test_a_dropped_event_is_logged_and_doctor_says_why(installed: Repo) -> None:
     assert events["status"] == "warn" and "not registered" in events["detail"]
 
 
-def GitRepo_common(repo: Repo) -> Path:  # noqa: N802
+def GitRepo_common(repo: Repo) -> Path:
     from gitrag.git.repo import GitRepo
 
     return GitRepo(repo.path).common_dir
@@ -351,7 +351,7 @@ def test_a_daemon_of_another_build_is_refused_then_replaced_by_install(repo: Rep
     with (old / "gitrag" / "__init__.py").open("a") as fh:
         fh.write("# the release before\n")
     env = {**os.environ, "PYTHONPATH": str(old)}
-    log = open(tmp_path / "old-daemon.log", "ab")  # noqa: SIM115
+    log = open(tmp_path / "old-daemon.log", "ab")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, cwd=old, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=log)
     try:
@@ -414,7 +414,7 @@ def test_not_indexed_says_where_the_daemon_looked(repo: Repo, daemon: subprocess
     assert f"GITRAG_HOME={os.environ['GITRAG_HOME']}" in proc.stderr and "the daemon looked in" in proc.stderr
 
 
-def test_a_daemon_with_nothing_registered_leaves_once_unused(repo: Repo, daemons) -> None:  # type: ignore[no-untyped-def]
+def test_a_daemon_with_nothing_registered_leaves_once_unused(repo: Repo, daemons) -> None:
     """Case 11 (the stray daemon): a daemon that an MCP server or `ask` started in a home where
     nothing is installed used to stay for good; it now stops once unused for ``--orphan``
     seconds, while a daemon of an installed repository keeps running for its hooks."""
@@ -427,7 +427,7 @@ def test_a_daemon_with_nothing_registered_leaves_once_unused(repo: Repo, daemons
     assert not client.probe(timeout=0.5)["running"]
 
 
-def test_a_daemon_of_an_installed_repository_does_not_leave(repo: Repo, daemons) -> None:  # type: ignore[no-untyped-def]
+def test_a_daemon_of_an_installed_repository_does_not_leave(repo: Repo, daemons) -> None:
     repo.write("a.py", "def alpha():\n    return 1\n")
     repo.commit("first")
     kept = daemons("--orphan", "1")

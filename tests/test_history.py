@@ -99,7 +99,7 @@ def test_an_interrupted_history_read_is_finished_by_the_next_sync(project: Repo,
     real = hindex.HistoryIndex._insert
     calls = {"n": 0}
 
-    def dies_once(self, infos):  # type: ignore[no-untyped-def]
+    def dies_once(self, infos):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt  # the sync is killed half-way through the commits

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from gitrag.daemon import registry, spool
+from gitrag.daemon.notify import rebasing, wait_rebase_end
 from gitrag.git import hooks as install
 from gitrag.git.hookenv import no_git_env
-from gitrag.daemon.notify import rebasing, wait_rebase_end
 from tests.daemonutil import gitrag, wait_for
 from tests.gitutil import Repo
 

@@ -36,7 +36,7 @@ def _lines(stream: object) -> queue.Queue[str | None]:
     q: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
-        for line in stream:  # type: ignore[attr-defined]
+        for line in stream:
             q.put(line)
         q.put(None)
 
@@ -105,7 +105,7 @@ def test_second_index_waits_for_the_first_and_names_it(project: Repo, stub: Olla
         stub.hang = False
         first.send_signal(signal.SIGINT)
         assert first.wait(timeout=SAFETY_S) == 130
-        out = second.stdout.read()  # type: ignore[union-attr]
+        out = second.stdout.read()
         assert second.wait(timeout=SAFETY_S) == 0
         summary = json.loads(out)
         assert summary["files_indexed"] == 5 and summary["chunks_total"] > 0

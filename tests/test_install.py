@@ -192,7 +192,7 @@ def test_doctor_explains_ollama_problems_with_the_fix() -> None:
     models: list[str] = []
 
     class Tags(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             body = json.dumps({"models": [{"name": m} for m in models]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = ROOT / "bench" / "eval" / "localize"
 
 
-def _load(name: str, path: Path):  # noqa: ANN202
+def _load(name: str, path: Path):
     if name not in sys.modules:
         spec = util.spec_from_file_location(name, path)
         module = util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        spec.loader.exec_module(module)
     return sys.modules[name]
 
 

@@ -35,7 +35,7 @@ def project(repo: Repo) -> Repo:
 def _index(cwd: Path, *args: str, every: str = "0") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GITRAG_PROGRESS_INTERVAL": every}
     return subprocess.run([sys.executable, "-m", "gitrag", "index", *args], cwd=cwd, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=300, check=True)
 
 
@@ -167,7 +167,7 @@ def test_lines_come_at_most_once_per_interval() -> None:
 def test_format_and_interval_setting() -> None:
     line = format_line("indexing main", "embed", 1200, 4300, 41.7)
     assert line == "indexing main: embedding chunks 1,200/4,300, 27%, 41 s"
-    assert LINE_RE.match(line)["stage"] == "embedding chunks"  # type: ignore[index]
+    assert LINE_RE.match(line)["stage"] == "embedding chunks"
     assert interval({}) == 5.0 and interval({"GITRAG_PROGRESS_INTERVAL": "0.5"}) == 0.5
     assert interval({"GITRAG_PROGRESS_INTERVAL": "off"}) is None
     for bad in ("soon", "nan", "5s"):

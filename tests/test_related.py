@@ -83,10 +83,10 @@ def test_a_bad_location_is_one_line(copies: Repo) -> None:
         assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_mcp_find_related(copies: Repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_mcp_find_related(copies: Repo, tmp_path) -> None:
     from tests.test_mcp import _drive, _gitrag_error, _ok
 
-    async def body(s) -> None:  # type: ignore[no-untyped-def]
+    async def body(s) -> None:
         got = await _ok(s, "find_related", path="algo/merge.py", line=8, k=3)
         assert got["located"]["symbol"] == "merge_sorted_runs" and got["location"] == "algo/merge.py:8"
         assert (got["results"][0]["path"], got["results"][0]["source"]) == ("vendor_like/combine.py", "index")

@@ -88,9 +88,9 @@ def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypat
     with open_workspace(pending.path) as ws:
         failing = HalfWayStore(ws.store, op, nth)
         with pytest.raises(StoreError, match="half-way"):
-            Indexer(replace(ws, store=failing)).sync()  # type: ignore[arg-type]
+            Indexer(replace(ws, store=failing)).sync()
         assert failing.calls >= nth
-        assert ws.state.branch("main").indexed_commit == a  # type: ignore[union-attr]
+        assert ws.state.branch("main").indexed_commit == a
         assert ws.state.journal_paths("main")  # the next sync knows what to repair
     sync(pending.path)
     lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
@@ -102,9 +102,9 @@ def test_a_store_write_failing_half_way(pending: Repo, tmp_path: Path, monkeypat
 def test_a_failure_while_repairing_a_failure(pending: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with open_workspace(pending.path) as ws:
         with pytest.raises(StoreError):
-            Indexer(replace(ws, store=HalfWayStore(ws.store, "upsert"))).sync()  # type: ignore[arg-type]
+            Indexer(replace(ws, store=HalfWayStore(ws.store, "upsert"))).sync()
         with pytest.raises(StoreError):  # the repair itself fails half-way
-            Indexer(replace(ws, store=HalfWayStore(ws.store, "delete_path", 2))).sync()  # type: ignore[arg-type]
+            Indexer(replace(ws, store=HalfWayStore(ws.store, "delete_path", 2))).sync()
     sync(pending.path)
     lost, wrong = lost_wrong(pending.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)

@@ -84,14 +84,14 @@ def test_an_unknown_revision_is_one_line(tagged: Repo) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_rev_through_the_daemon_and_mcp(tagged: Repo, daemon, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rev_through_the_daemon_and_mcp(tagged: Repo, daemon, tmp_path) -> None:
     from tests.test_mcp import _drive, _ok
 
     proc = _ask(tagged, "legacy_crc_checksum", "--rev", "v1.0", "--json")  # the daemon holds the store
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["path"] == "lib/checks.py"
 
-    async def body(s) -> None:  # type: ignore[no-untyped-def]
+    async def body(s) -> None:
         got = await _ok(s, "search_code", query="legacy_crc_checksum", k=3, rev="v1.0")
         assert got["results"][0]["path"] == "lib/checks.py" and got["revision"] == "v1.0"
         now = await _ok(s, "search_code", query="legacy_crc_checksum", k=3)

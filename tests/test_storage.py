@@ -86,7 +86,7 @@ def test_a_chunk_only_on_one_branch_never_answers_on_another(repo: Repo, backend
     with open_workspace(repo.path) as ws:
         main, feature = ws.state.branch("main"), ws.state.branch("feature")
         from gitrag.index.sparse import query_vector
-        unfiltered = ws.store.search(main.collection, dense=None, sparse=query_vector("zebraquux_1"),  # type: ignore[union-attr]
+        unfiltered = ws.store.search(main.collection, dense=None, sparse=query_vector("zebraquux_1"),
                                      limit=5, branch=None)
         assert {h.payload["path"] for h in unfiltered} == {"pkg/only_feature.py"}  # it is in the collection
         assert main is not None and feature is not None and main.collection == feature.collection  # one collection
@@ -135,7 +135,7 @@ def test_branch_switches_merges_deletions_and_gc_equal_from_scratch(
     try:  # every stored point is held by a branch, and every branch sees exactly its manifest
         from gitrag.index.views import expected
 
-        coll = ws.state.branch("topic").collection  # type: ignore[union-attr]
+        coll = ws.state.branch("topic").collection
         assert ws.store.ids(coll) == set(expected(ws, ws.embedder.fingerprint))
         for b in ws.state.branches():
             assert ws.store.ids(coll, branch=b.view) == {r.point_id for r in ws.state.points(b.name)}, b.name
@@ -156,7 +156,7 @@ def test_an_idle_branch_leaves_the_store_and_comes_back_without_embedding(repo: 
     repo.git("checkout", "-q", "main")
     with open_workspace(repo.path) as ws:
         ws.state.db.execute("UPDATE branches SET last_used=0")
-        coll = ws.state.branch("idle").collection  # type: ignore[union-attr]
+        coll = ws.state.branch("idle").collection
         before = ws.store.count(coll)
         assert gc.drop_expired(ws, checked_out={"main"}) == ["idle"]
         assert ws.store.count(coll) == before - 2  # only its own points went; main's stayed

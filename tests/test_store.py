@@ -542,7 +542,7 @@ def test_embedded_search_while_another_thread_upserts(tmp_path: Path) -> None:
         try:
             for i in range(40):
                 store.upsert(COLL, [point(f"w{i}-{j}", unit(0, 0, 1, j), {7: 1.0}, path=f"w/{i}.py") for j in range(20)])
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     thread = threading.Thread(target=writer)

@@ -186,7 +186,7 @@ from werkzeug.local import LocalProxy
 __all__ = ["g", "request"]
 CHUNK_OVERLAP = 10
 FORCED_WIDTH: int | None = None
-g: "AppGlobals" = LocalProxy(  # type: ignore[assignment]
+g: "AppGlobals" = LocalProxy(
     _cv_app, "g"
 )
 request = session = LocalProxy(_cv_request)

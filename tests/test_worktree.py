@@ -170,7 +170,7 @@ def test_mcp_search_sees_the_work_tree_marked_and_pages(indexed: Repo, tmp_path:
     (indexed.path / "net/client.py").unlink()  # a deletion
     indexed.git("mv", "http/parser.py", "http/headers.py")  # a rename
 
-    async def body(s) -> None:  # type: ignore[no-untyped-def]
+    async def body(s) -> None:
         edit = await _ok(s, "search_code", query="capped_backoff_delay", k=3)
         assert (edit["results"][0]["path"], edit["results"][0]["source"]) == ("net/retry.py", "worktree")
         assert "capped_backoff_delay" in edit["results"][0]["snippet"] and edit["worktree_changes"] == 5  # a rename is two
@@ -190,7 +190,7 @@ def test_mcp_search_sees_the_work_tree_marked_and_pages(indexed: Repo, tmp_path:
     _drive(indexed.path, tmp_path, body)
 
 
-def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> None:  # type: ignore[no-untyped-def]
+def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> None:
     """After an overlay ask through the daemon, edits are chunked and embedded in the
     background, so the next ask embeds nothing (the vectors and chunks are ready)."""
     import time

@@ -21,34 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from gitrag.daemon import protocol
-from gitrag.errors import GitragError
-
-
-class DaemonError(GitragError):
-    """Base of every failure to get an answer from the daemon."""
-
-
-class ConnectError(DaemonError):
-    """No daemon listens on the socket (missing, refused, or not a socket)."""
-
-
-class Timeout(DaemonError):
-    """Connected, but no complete reply within the timeout."""
-
-
-class CommandError(DaemonError):
-    """The daemon answered ``ok: false``; ``kind`` is its exception class name."""
-
-    def __init__(self, message: str, kind: str = "Error", exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.exit_code = exit_code
-
-
-class UntrustedSocket(DaemonError):
-    """The socket, its folder or the process listening on it is not this user's: nothing is
-    sent (someone else may be posing as the daemon in a shared /tmp)."""
-
+from gitrag.errors import CommandError as CommandError  # defined there, named here too
+from gitrag.errors import ConnectError as ConnectError
+from gitrag.errors import DaemonError as DaemonError
+from gitrag.errors import Timeout as Timeout
+from gitrag.errors import UntrustedSocket as UntrustedSocket
 
 _WHAT_TO_DO = ("someone else may be posing as your gitrag daemon; nothing was sent. Remove it (as its owner or "
                "root), or set XDG_RUNTIME_DIR or GITRAG_HOME to a private folder")

@@ -17,17 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from gitrag.daemon import client
-from gitrag.errors import GitragError
+from gitrag.errors import DaemonStuck as DaemonStuck  # defined there, named here too
+from gitrag.errors import DaemonVersion as DaemonVersion
 
 PING_TIMEOUT_S = 3.0
-
-
-class DaemonStuck(GitragError):
-    """A daemon listens but does not answer a ping in time."""
-
-
-class DaemonVersion(GitragError):
-    """The running daemon is another gitrag than this client."""
 
 
 def _pid_hint() -> str:

@@ -71,7 +71,9 @@ class Jobs:
             self._last_request = time.monotonic()
             return
         last = max([self._last_request, self.service.last_request, *(w.last_used for w in workers)])
-        if time.monotonic() - last < self.orphan_s or await asyncio.to_thread(registry.load):
+        if time.monotonic() - last < self.orphan_s:
+            return
+        if await asyncio.to_thread(registry.load):  # a repository registered meanwhile: stay
             return
         log.info("no repository registered in this home and no request lately: stopping",
                  idle_s=round(time.monotonic() - last, 1))

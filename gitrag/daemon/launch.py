@@ -22,7 +22,7 @@ def log_path() -> Path:
 def lock_held() -> bool:
     """Whether a daemon process holds the daemon lock (it does from its start to its very end)."""
     try:
-        fh = open(protocol.lock_path())  # noqa: SIM115  closed below
+        fh = open(protocol.lock_path())  # noqa: SIM115 - closed below
     except OSError:
         return False
     try:

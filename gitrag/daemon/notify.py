@@ -30,10 +30,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitrag.git import hookenv
 from gitrag.git.hookenv import no_git_env
+
+if TYPE_CHECKING:
+    from gitrag.daemon.protocol import HookEvent
 
 SEND_TIMEOUT = 1.0  # seconds: connect + reply
 REBASE_POLL = 0.2  # seconds between looks at the rebase state
@@ -100,13 +103,13 @@ def locate_git_dir(env: dict[str, str], git_dir: Path) -> tuple[str, str] | None
 
 
 def event(hook: str, hook_args: list[str], worktree: str, common_dir: str,
-          branch: str | list[str] | None = None) -> dict[str, Any]:
+          branch: str | list[str] | None = None) -> HookEvent:
     """The notify request's args: which repository and work tree, what happened, and (when the
     hook said, and the name is UTF-8: it travels as JSON) the branch(es) it happened on:
     ``"branch"`` the first (what a daemon of before ``branches`` reads), ``"branches"`` all of
     them when there are several (reference-transaction: ``git fetch origin a:a b:b``)."""
-    ev: dict[str, Any] = {"repo": worktree, "common_dir": common_dir, "hook": hook, "args": hook_args,
-                          "time": round(time.time(), 3)}
+    ev: HookEvent = {"repo": worktree, "common_dir": common_dir, "hook": hook, "args": hook_args,
+                              "time": round(time.time(), 3)}
     names = [branch] if isinstance(branch, str) else list(branch or ())
     names = list(dict.fromkeys(b for b in names if b and _utf8(b)))
     if names:
@@ -127,7 +130,7 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def deliver(ev: dict[str, Any]) -> str:
+def deliver(ev: HookEvent) -> str:
     """Send ``ev`` to the daemon, else spool it; returns ``"sent"`` or ``"spooled"``."""
     from gitrag.daemon import client, spool
 
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         run(sys.argv[1:] if argv is None else argv)
     except SystemExit:  # argparse: bad usage from a hand-written call
         pass
-    except Exception:
+    except Exception:  # noqa: BLE001 - the hook path never fails a git command: logged
         _log_failure()
     return 0
 

@@ -25,18 +25,16 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gitrag import config
-from gitrag.errors import GitragError
+from gitrag.errors import BadArguments as BadArguments  # defined there, named here too
+from gitrag.errors import ProtocolError as ProtocolError
+from gitrag.errors import UnsafeFolder as UnsafeFolder
 
 VERSION = 1
 MAX_MESSAGE = 8 * 1024 * 1024  # bytes in one line, newline included
 MAX_SOCKET_PATH = 107  # bytes: sun_path is 108 with its NUL
-
-
-class ProtocolError(Exception):
-    """A line that is not one JSON object of this protocol version, or is too long."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -60,6 +58,26 @@ def decode(line: bytes) -> dict[str, Any]:
     if message.get("v") != VERSION or isinstance(message.get("v"), bool):
         raise ProtocolError(f"protocol version {message.get('v')!r} is not supported; this side speaks v{VERSION}")
     return message
+
+
+class EventFields(TypedDict, total=False):
+    """A hook event's fields past ``repo`` and ``branch`` (the ``notify`` op's args, also what
+    the spool keeps): the repository's common git dir, the hook's name and arguments, when it
+    ran (Unix time, s), and all the branches it named when there were several."""
+
+    common_dir: str
+    hook: str
+    args: list[str]
+    time: float
+    branches: list[str]
+
+
+class HookEvent(EventFields):
+    """One hook event as gitrag.daemon.notify.event builds it: the work tree (``repo``) and,
+    when the hook said, the (first) branch it happened on."""
+
+    repo: str
+    branch: NotRequired[str]
 
 
 def request(op: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +108,6 @@ def socket_path() -> Path:
         return path
     digest = hashlib.sha256(os.fsencode(folder)).hexdigest()[:12]
     return Path(f"/tmp/gitrag-{os.getuid()}") / f"{digest}.sock"
-
-
-class UnsafeFolder(GitragError):
-    """The socket folder is not a private folder of this user (a shared /tmp squatted)."""
 
 
 def unsafe_folder(path: Path, st: os.stat_result) -> str | None:
@@ -127,10 +141,6 @@ def private_dir(path: Path) -> Path:
 
 
 # -- request arguments ----------------------------------------------------------------------
-
-
-class BadArguments(ValueError):
-    """A request argument of the wrong type or out of range (the reply's kind ``BadArguments``)."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +198,7 @@ def check_args(args: dict[str, Any]) -> None:
 
 
 def _check(name: str, value: Any, spec: Arg) -> None:
-    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    kinds: tuple[type[Any], ...] = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         wanted = " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
         raise BadArguments(f"{name!r} must be {wanted}, not {_JSON_NAMES.get(type(value), type(value).__name__)} "

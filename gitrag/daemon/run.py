@@ -20,18 +20,13 @@ from typing import IO
 
 import structlog
 
-from gitrag.daemon import notify
-from gitrag.daemon import memory, protocol, spool, watch
+from gitrag.daemon import memory, notify, protocol, spool, watch
 from gitrag.daemon.jobs import Jobs
 from gitrag.daemon.server import serve
 from gitrag.daemon.service import Service
-from gitrag.errors import GitragError
+from gitrag.errors import AlreadyRunning as AlreadyRunning  # defined there, named here too
 
 log = structlog.get_logger("gitrag.daemon")
-
-
-class AlreadyRunning(GitragError):
-    """Another daemon holds the lock."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ def acquire_lock() -> IO[str]:
     Raises AlreadyRunning (with the holder's pid) when another daemon has it."""
     path = protocol.lock_path()
     protocol.private_dir(path.parent)
-    fh = open(path, "a+")
+    fh = open(path, "a+")  # noqa: SIM115 - held (and flocked) for the daemon's life: returned to the caller
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -117,5 +112,6 @@ async def _finish(service: Service) -> None:
             log.error("worker did not stop cleanly", repo=worker.common_dir, error=repr(left))
             continue
         for worktree, branches in left.items():
-            for branch in branches or [None]:  # one event per reported branch: each is synced again
+            one_each: list[str | None] = [*(branches or [])] or [None]
+            for branch in one_each:  # one event per reported branch: each is synced again
                 spool.append(notify.event("daemon-stop", [], worktree, worker.common_dir, branch))

@@ -28,13 +28,10 @@ import structlog
 
 from gitrag.daemon import protocol
 from gitrag.errors import GitragError
+from gitrag.errors import SocketInUse as SocketInUse  # defined there, named here too
 
 log = structlog.get_logger("gitrag.daemon")
 READ_TIMEOUT_S = 60.0  # for each request line: a client that stalls longer (slow loris) is dropped
-
-
-class SocketInUse(GitragError):
-    """A live daemon answers on the socket path: it is never taken over."""
 
 
 def peer_uid(sock: socket.socket | None) -> int | None:

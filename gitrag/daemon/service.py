@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import structlog
 
@@ -23,15 +23,15 @@ from gitrag.daemon import catchup, registry
 from gitrag.daemon.warm import Warmer
 from gitrag.daemon.worker import RepoWorker, sync_progress
 from gitrag.errors import ConfigError, GitragError
+from gitrag.errors import SettingsMismatch as SettingsMismatch  # defined there, named here too
 from gitrag.git.repo import GitRepo
 from gitrag.index.embedders import Embedder, create
 from gitrag.index.workspace import Workspace, open_workspace
 
+if TYPE_CHECKING:
+    from gitrag.daemon.protocol import EventFields
+
 log = structlog.get_logger("gitrag.daemon")
-
-
-class SettingsMismatch(GitragError):
-    """A client's result settings differ from the daemon's (see Service.check_settings)."""
 
 
 Debounce = Callable[[str, Callable[[], None]], None]  # (key, fn): run fn once, a little later
@@ -120,7 +120,7 @@ class Service:
             log.info("repositories gone", repos=gone)
         return gone
 
-    def accept(self, repo: str, branch: Any = None, **event: Any) -> dict[str, Any]:
+    def accept(self, repo: str, branch: Any = None, **event: Unpack[EventFields]) -> dict[str, Any]:
         """Take one hook event (from the socket or the spool): mark the work tree dirty, and
         ``branch`` (the branch the hook ran on; absent from older hooks' events) for a sync
         to its tip (``branches``: several, from a reference-transaction hook), and (re)start
@@ -148,7 +148,7 @@ class Service:
         """``{"pid", "version", "uptime_s", "repos"}``."""
         return {**self.info(), "uptime_s": round(time.time() - self.started, 3), "repos": len(self.workers)}
 
-    async def cmd_notify(self, repo: str, branch: str | None = None, **event: Any) -> dict[str, Any]:
+    async def cmd_notify(self, repo: str, branch: str | None = None, **event: Unpack[EventFields]) -> dict[str, Any]:
         """``{"accepted": bool, "queue"?: int, "reason"?: str}``; ``branch``: see :meth:`accept`."""
         return self.accept(repo, branch, **event)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def _open(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
 
 
-def append(event: dict[str, Any], path: Path | None = None) -> None:
+def append(event: Mapping[str, Any], path: Path | None = None) -> None:
     """Add one event (a JSON object) at the end of the spool, durably (fsync). Raises OSError."""
     path = path or spool_path()
     line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"

@@ -17,15 +17,11 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from gitrag.errors import GitragError
+from gitrag.errors import SystemdError as SystemdError  # defined there, named here too
 
 UNIT = "gitrag.service"
 MARK = "# gitrag-unit"  # last line of a unit gitrag wrote
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./$-]+")  # a word systemd reads as written (``%`` doubled already)
-
-
-class SystemdError(GitragError):
-    """``systemctl --user`` failed, or a value cannot be written into a unit."""
 
 
 def _refuse_control(what: str, value: str) -> None:

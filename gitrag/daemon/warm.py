@@ -13,6 +13,7 @@ the same files beside it (gitrag.query.worktree.build). A failure is logged, nev
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -53,11 +54,16 @@ class Warmer:
             if worker.stopping or worker.indexing is not None:
                 continue  # a sync is writing: the next round
             try:
-                await worker.read(lambda: warm(worker.workspace(key)))
+                await worker.read(functools.partial(_warm_worktree, worker, key))
             except Exception as exc:  # noqa: BLE001 - warming is an optimisation, never an error
                 log.info("warming the work-tree overlay failed", worktree=root, error=str(exc))
                 continue
             self.warmed[root] = time.time()
+
+
+def _warm_worktree(worker: Any, key: Any) -> None:
+    """:func:`warm` of the work tree ``key`` of ``worker`` (run by the worker's read, on its thread)."""
+    warm(worker.workspace(key))
 
 
 def warm(ws: Workspace) -> None:

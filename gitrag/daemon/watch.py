@@ -87,7 +87,7 @@ async def watch(holder: Holder, stop: asyncio.Event, listen: Callable[[], Awaita
 def flocked(path: Path) -> bool:
     """Whether ``path`` is flocked by someone (for tests and doctor)."""
     try:
-        fh = open(path)  # noqa: SIM115
+        fh = open(path)  # noqa: SIM115 - closed in the finally below
     except OSError:
         return False
     try:

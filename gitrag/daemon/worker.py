@@ -147,7 +147,7 @@ class RepoWorker:
                 self._discard()
             if self._ws is None:
                 self._ws = self._opener(Path(worktree), rebuild=rebuild)
-                self._ws.embedder  # noqa: B018  load it here, so every view shares it
+                self._ws.embedder  # noqa: B018 - load it here, so every view shares it
                 self._repo_id = identity.read_id(Path(self.common_dir)) or self._repo_id
             return replace(self._ws, repo=GitRepo(worktree))
 
@@ -301,7 +301,7 @@ class RepoWorker:
             # client that sees the index at HEAD also sees the sync counted
             moved = summary.previous_commit != summary.commit or summary.points_upserted or summary.points_deleted
             self.stats.update(syncs=self.stats["syncs"] + bool(moved), last_sync=time.time(), last_error=None)
-            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.query.history)
+            Indexer(self.workspace(worktree)).sync_history(summary)  # the commit index (gitrag.index.history)
         except EmptyRepository:
             return None
         except BranchGone:  # deleted since its hook ran (commit, then `git branch -D` at once)

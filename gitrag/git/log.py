@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, SortMode
@@ -74,15 +75,25 @@ def walk_commits(repo: pygit2.Repository, heads: list[str], hide: str | None = N
     yield from walker
 
 
+def lookup_commit(repo: pygit2.Repository, oid: str) -> pygit2.Commit:
+    """The commit ``oid`` (raises KeyError or ValueError as ``repo[oid]`` does)."""
+    return cast(pygit2.Commit, repo[oid])
+
+
+def message(c: pygit2.Commit) -> str:
+    """The commit's message, decoded by its encoding, or as UTF-8 with replacement."""
+    return c.message if isinstance(c.message, str) else c.raw_message.decode("utf-8", "replace")
+
+
 def read_commit(repo: pygit2.Repository, oid: str) -> CommitInfo:
     """The commit ``oid`` with the paths it changed against its first parent (all of its
     tree for a root commit), renames found when the diff has both additions and deletions
     (only then can there be one: the similarity search reads blobs, so it is skipped otherwise)."""
-    c = repo[oid]
+    c = lookup_commit(repo, oid)
     parents = tuple(str(p) for p in c.parent_ids)
     tree = c.tree
     if parents:
-        diff = repo.diff(repo[parents[0]].tree, tree)
+        diff = lookup_commit(repo, parents[0]).tree.diff_to_tree(tree)  # what repo.diff(tree, tree) calls
     else:
         diff = tree.diff_to_tree(swap=True)
     statuses = {d.status for d in diff.deltas}
@@ -104,8 +115,7 @@ def read_commit(repo: pygit2.Repository, oid: str) -> CommitInfo:
         else:
             files.append(FileChange(status, decode_path(d.new_file.raw_path)))
     a = c.author
-    message = c.message if isinstance(c.message, str) else c.raw_message.decode("utf-8", "replace")
-    return CommitInfo(oid, a.name, a.email, int(a.time), int(a.offset), message, parents, tuple(files), n,
+    return CommitInfo(oid, a.name, a.email, int(a.time), int(a.offset), message(c), parents, tuple(files), n,
                       int(c.commit_time))
 
 
@@ -132,7 +142,7 @@ def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end
     for hunk in blame:
         cid = str(hunk.final_commit_id)
         try:
-            c = repo[cid]
+            c = lookup_commit(repo, cid)
         except (KeyError, ValueError):
             continue
         a = c.author

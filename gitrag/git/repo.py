@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
@@ -21,7 +22,7 @@ ZERO_OID = "0" * 40
 DETACHED = "(detached)"
 
 
-def _utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
     """False for a str holding surrogate escapes (bytes that were not UTF-8: see os.fsdecode)."""
     try:
         text.encode("utf-8")
@@ -78,7 +79,7 @@ class GitRepo:
         self.common_dir = self._common_dir()
         self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
         for where in (self.workdir, self.common_dir):
-            if where is not None and not _utf8(str(where)):
+            if where is not None and not is_utf8(str(where)):
                 raise UnsupportedPath(
                     f"the repository's path {decode_path(os.fsencode(where))} is not valid UTF-8, and gitrag "
                     "names its index and talks to its daemon by that path: rename the folder (or a parent)")
@@ -159,9 +160,9 @@ class GitRepo:
         while stack:
             prefix, tree = stack.pop()
             for obj in tree:
-                path = prefix + decode_path(obj.raw_name)
+                path = prefix + decode_path(obj.raw_name or b"")  # a tree entry always has a name
                 if obj.filemode == FileMode.TREE:
-                    stack.append((path + "/", self.repo[obj.id]))
+                    stack.append((path + "/", cast(pygit2.Tree, self.repo[obj.id])))
                 else:
                     yield Entry(path, str(obj.id), int(obj.filemode))
 
@@ -174,11 +175,11 @@ class GitRepo:
         pairs stay a deletion and an addition: the same paths either way, so a sync still
         touches what changed and skips the missing blob as unreadable."""
         old_tree, new_tree = self._tree(old_commit), self._tree(new_commit)
-        diff = self.repo.diff(old_tree, new_tree)
+        diff = old_tree.diff_to_tree(new_tree)  # what repo.diff(tree, tree) calls
         try:
             diff.find_similar(flags=DiffFind.FIND_RENAMES)
         except KeyError:  # pygit2.NotFoundError (a GitError and a KeyError): a blob is missing
-            diff = self.repo.diff(old_tree, new_tree)
+            diff = old_tree.diff_to_tree(new_tree)
             diff.find_similar(flags=DiffFind.FIND_RENAMES | DiffFind.FIND_EXACT_MATCH_ONLY)
         changes = []
         for delta in diff.deltas:
@@ -191,7 +192,7 @@ class GitRepo:
         return changes
 
     def read_blob(self, blob: str) -> bytes:
-        return self.repo[blob].data
+        return cast(pygit2.Blob, self.repo[blob]).data
 
     def blob_size(self, blob: str) -> int:
         """The blob's size in bytes, from the object header (the content is not inflated)."""

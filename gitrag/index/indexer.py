@@ -80,7 +80,7 @@ class IndexSummary:
     paths_embedded: int = 0
     chunks_failed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
-    commits_indexed: int = 0  # commits new to the history index (gitrag.query.history)
+    commits_indexed: int = 0  # commits new to the history index (gitrag.index.history)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,10 +157,10 @@ class Indexer:
         return summary
 
     def sync_history(self, summary: IndexSummary) -> None:
-        """The commit index step (gitrag.query.history): commits new since the branch's history head
+        """The commit index step (gitrag.index.history): commits new since the branch's history head
         (``summary``: the code sync's, updated with ``commits_indexed`` and its seconds).
         Never raises for the history's own failures (logged)."""
-        from gitrag.query import history
+        from gitrag.index import history
 
         t0 = time.perf_counter()
         done = history.sync_branch(self.ws, summary.branch, summary.commit, code_seconds=summary.seconds)
@@ -222,7 +222,7 @@ class Indexer:
                 )
             forget_branch(ws, branch)
             branch = None
-        collection = ws.collection(name)
+        collection = ws.collection()
         if ws.store.has_collection(collection) and ws.store.outdated(collection):
             log.info("converting the collection to the current store layout", collection=collection)
             ws.store.drop_collection(collection)  # an older layout: rebuilt below from the cache, nothing embedded
@@ -249,9 +249,9 @@ class Indexer:
         for cand in self.ws.state.branches():
             if cand.fingerprint != fingerprint or not repo.has_commit(cand.indexed_commit):
                 continue
-            if repo.merge_base(cand.indexed_commit, head) is None:  # type: ignore[arg-type]
+            if repo.merge_base(cand.indexed_commit, head) is None:
                 continue
-            dist = repo.distance(cand.indexed_commit, head)  # type: ignore[arg-type]
+            dist = repo.distance(cand.indexed_commit, head)
             if best_dist is None or dist < best_dist:
                 best, best_dist = cand, dist
         return best
@@ -318,7 +318,7 @@ class Indexer:
         if streamed and index_pool.usable(ws.embedder, len(paths)):
             try:
                 self._feed = _Feed(self, paths, entries, policy)
-            except Exception as exc:  # no pool: the same work in this process
+            except Exception as exc:  # noqa: BLE001 - no pool: the same work in this process
                 log.warning("no worker pool", error=repr(exc))
         try:
             while True:
@@ -438,14 +438,14 @@ class Indexer:
         try:
             reason = policy.by_size(self.ws.repo.blob_size(entry.blob))  # a huge blob is never read
             data = b"" if reason else self.ws.repo.read_blob(entry.blob)
-        except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+        except Exception as exc:  # noqa: BLE001 - a corrupt or missing object: skip the file, keep going
             return f"unreadable blob: {exc}", None
         reason = reason or policy.by_content(data, entry.path)
         if reason:
             return reason, None
         try:
             return None, analyze(entry.path, data, max_tokens=max_tokens, count_tokens=count_tokens)
-        except Exception as exc:  # one bad file never stops the rest
+        except Exception as exc:  # noqa: BLE001 - one bad file never stops the rest
             log.warning("chunker failed", path=entry.path, error=repr(exc))
             return f"chunker error: {type(exc).__name__}", None
 
@@ -526,7 +526,7 @@ class _Feed:
             if not reason:
                 try:
                     reason = self.policy.by_size(self.repo.blob_size(entry.blob))
-                except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+                except Exception as exc:  # noqa: BLE001 - a corrupt or missing object: skip the file, keep going
                     reason = f"unreadable blob: {exc}"
             if reason:
                 self.known[path] = reason

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from gitrag.errors import StoreDamaged
-from gitrag.index.store._common import BRANCHES, HIDDEN, damaged
+from gitrag.index.store import BRANCHES, HIDDEN, damaged
 
 DIGEST = "digest"
 SIGNATURE = "vsig"

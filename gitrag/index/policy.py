@@ -73,7 +73,7 @@ VENDORED = ("node_modules/", "bower_components/", "vendor/", "vendors/", "Vendor
             "thirdparty/", "3rd_party/", "3rd-party/", "3rdparty/", "Godeps/_workspace/")
 MINIFIED_NAMES = ("*.min.js", "*-min.js", "*.min.css", "*-min.css", "*.min.mjs")
 SOURCE_MAPS = ("*.map",)
-_DEFAULTS = [*VENDORED, *MINIFIED_NAMES, *SOURCE_MAPS]
+DEFAULT_PATTERNS = [*VENDORED, *MINIFIED_NAMES, *SOURCE_MAPS]
 _MINIFIABLE = (".js", ".mjs", ".cjs", ".css")
 _MINIFIED_LINE = 110  # linguist generated.rb minified_files?: average line length of JS/CSS
 _SOURCE_MAP_REF = re.compile(rb"^/[*/][#@] source(?:Mapping)?URL|sourceURL=")
@@ -120,7 +120,7 @@ class Policy:
         lines: list[str] = []
         if IGNORE_FILE in tree:
             lines = self.repo.read_blob(str(tree[IGNORE_FILE].id)).decode("utf-8", "replace").splitlines()
-        return pathspec.PathSpec.from_lines("gitignore", [*_DEFAULTS, *lines])
+        return pathspec.PathSpec.from_lines("gitignore", [*DEFAULT_PATTERNS, *lines])
 
     def _default_reason(self, pattern: str) -> str:
         if pattern in VENDORED:
@@ -144,7 +144,7 @@ class Policy:
         if name in LOCK_FILES:
             return "lock file"
         check = self.ignore.check_file(entry.path)
-        default = check.index is not None and check.index < len(_DEFAULTS)
+        default = check.index is not None and check.index < len(DEFAULT_PATTERNS)
         if check.include and not default:
             return "in .gitragignore"
         attrs: list[object] = []
@@ -157,7 +157,7 @@ class Policy:
             self._included.add(entry.path)
             return None
         if check.include:
-            return self._default_reason(_DEFAULTS[check.index])  # type: ignore[index]
+            return self._default_reason(DEFAULT_PATTERNS[check.index])  # type: ignore[index]  # a match (include set) has its index
         return None
 
     def by_size(self, size: int) -> str | None:

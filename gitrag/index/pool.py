@@ -135,14 +135,14 @@ def process(work: FileWork) -> FileResult:
     repo, emb = _worker["repo"], _worker["emb"]
     try:
         data = repo.read_blob(work.blob)
-    except Exception as exc:  # a corrupt or missing object: skip the file, keep going
+    except Exception as exc:  # noqa: BLE001 - a corrupt or missing object: skip the file, keep going
         return FileResult(work.path, f"unreadable blob: {exc}")
     reason = content_reason(data, work.path, work.reincluded)
     if reason:
         return FileResult(work.path, reason)
     try:
         analysis = analyze(work.path, data, max_tokens=emb.max_tokens, count_tokens=emb.count_tokens)
-    except Exception as exc:  # one bad file never stops the rest
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the rest
         return FileResult(work.path, f"chunker error: {type(exc).__name__}")
     rows = _rows_for(Entry(work.path, work.blob, work.mode), analysis, _worker["variant"])
     texts: dict[str, str] = {}
@@ -161,7 +161,7 @@ def process(work: FileWork) -> FileResult:
     if todo:
         try:
             vecs, failed = embed_partial(emb, [texts[h] for h in todo], [spans.get(h) for h in todo])
-        except Exception:  # the sync embeds them again, and reports what fails
+        except Exception:  # noqa: BLE001 - the sync embeds them again, and reports what fails
             return result
         skip = set(failed)
         # as the cache keeps them (float16): the same point whether embedded here, in the sync or read back

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from gitrag.index.store.base import SparseVec
+from gitrag.index.records import SparseVec
 
 # Bump when terms or weights change: cached sparse vectors are keyed by it, and every
 # branch's points are rewritten on its next sync.

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from gitrag.errors import StateError
-from gitrag.index.store.base import BranchView, SparseVec
+from gitrag.index.records import BranchView, SparseVec
 from gitrag.index.vector_cache import VectorCache, is_malformed
 
 FORMAT_VERSION = 2
@@ -388,13 +388,6 @@ class State:
 
     def branches(self) -> list[Branch]:
         return [_branch(r) for r in self.db.execute("SELECT * FROM branches ORDER BY name")]
-
-    def create_branch(self, name: str, collection: str, fingerprint: str, copy_from: str | None = None) -> Branch:
-        """Register a branch; with ``copy_from`` its manifest starts as a copy of that branch's
-        (its file list: the points rows are shared, not copied)."""
-        with self.transaction() as db:
-            _create_branch(db, name, collection, fingerprint, copy_from)
-        return self.branch(name)  # type: ignore[return-value]
 
     def drop_branch(self, name: str) -> None:
         with self.transaction() as db:

@@ -44,7 +44,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gitrag.errors import GitragError, NotIndexed
+from gitrag.errors import NotFound as NotFound  # defined there, named here too
+from gitrag.errors import NotIndexed
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.workspace import Workspace
 
@@ -55,10 +56,6 @@ FOLLOW_MAX_CANDIDATES = 3  # hops go on only through edges resolved to at most t
 CACHE_SIZE = 8
 _SPLIT = re.compile(r"::|->|[.#\\]")
 _RECEIVERS = frozenset({"self", "this", "cls", "super()", "super", "Self", "static"})
-
-
-class NotFound(GitragError):
-    """A path or symbol the current branch's index does not hold."""
 
 
 @dataclass(frozen=True)
@@ -526,7 +523,8 @@ def _step(index: SymbolIndex, d: Definition, rel: str, hop: int) -> Iterable[Lin
         refs = index.imports_used_by(d) if rel == "imports" else index.outgoing(d, kind)
         for r in refs:
             targets = index.resolve(r)
-            for t in targets[:5] or [None]:
+            shown: list[Definition | None] = [*targets[:5]] or [None]
+            for t in shown:
                 yield Link(rel, r.target, r.path, r.line, hop, t, len(targets))
     else:
         kind = "call" if rel == "callers" else "inherit"

@@ -53,7 +53,7 @@ import numpy as np
 import structlog
 
 from gitrag.errors import StateError
-from gitrag.index.store.base import SparseVec
+from gitrag.index.records import SparseVec
 
 log = structlog.get_logger("gitrag.index.vector_cache")
 

@@ -35,8 +35,7 @@ import structlog
 from gitrag.index import sparse
 from gitrag.index.integrity import SIGNATURE, signatures, with_digest
 from gitrag.index.state import Member, PointRow, Snapshot, branch_tag
-from gitrag.index.store import PointRecord
-from gitrag.index.store._common import BRANCHES, HIDDEN
+from gitrag.index.store import BRANCHES, HIDDEN, PointRecord
 from gitrag.index.vectors import combine, path_vectors
 from gitrag.index.workspace import Workspace
 

@@ -58,8 +58,8 @@ class Workspace:
         """The repository's id (the data folder is named with it)."""
         return identity.repo_id_of(self.data_dir)
 
-    def collection(self, branch: str = "") -> str:
-        """The collection of the configured embedder; every ``branch`` shares it."""
+    def collection(self) -> str:
+        """The collection of the configured embedder, shared by every branch."""
         return collection_name(self.repo_id, self.embedder.fingerprint)
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gitrag.errors import AnswerUnavailable as AnswerUnavailable  # defined there, named here too
 from gitrag.errors import GitragError
 
 if TYPE_CHECKING:
@@ -64,10 +65,6 @@ that supports the claim.
 outside the excerpts.
 - If the evidence does not answer the question, say so in one sentence instead of guessing.
 - Be concise: a short paragraph or a few bullet points, plain text or Markdown."""
-
-
-class AnswerUnavailable(GitragError):
-    """The chat model could not be asked (server down, model missing, timeout)."""
 
 
 def count_tokens(text: str) -> int:
@@ -244,7 +241,7 @@ class CitationFilter:
         known = "|".join(re.escape(p) for p in sorted(self.ranges, key=len, reverse=True))
         path = f"(?:{known}|{_GENERIC_PATH})" if known else _GENERIC_PATH
         self._cite = re.compile(rf"(?<![\w/.@:-])`?(?P<path>{path}){_LINES}`?")
-        group = r"[ \t]*(?P<open>[\[(])(?P<inner>[^\[\]()\n]{1,%d})(?P<close>[\])])" % HOLD_BRACKET
+        group = rf"[ \t]*(?P<open>[\[(])(?P<inner>[^\[\]()\n]{{1,{HOLD_BRACKET}}})(?P<close>[\])])"
         self._group = re.compile(group)
         self._any = re.compile(rf"(?P<group>{group})|[ \t]*{self._cite.pattern}")  # groups first, in text order
         self.kept: list[Citation] = []
@@ -265,7 +262,7 @@ class CitationFilter:
     def _safe_cut(self, buf: str) -> int:
         """Where to split ``buf``: before its trailing whitespace + partial word, and
         never inside a bracket group (closed later or not) that began within reach."""
-        cut = re.search(r"\s*\S*\s*\Z", buf).start()  # type: ignore[union-attr]
+        cut = re.search(r"\s*\S*\s*\Z", buf).start()  # type: ignore[union-attr]  # matches every string (at least at its end)
         stack: list[int] = []
         for i, ch in enumerate(buf[:cut]):
             if ch in "([":

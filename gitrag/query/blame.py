@@ -42,8 +42,7 @@ def blame_result(repo: pygit2.Repository, commit: str | None, path: str, start: 
 def _described(repo: pygit2.Repository, found: BlameLine | None) -> dict[str, Any] | None:
     if found is None:
         return None
-    c = repo[found.commit]
+    c = gitlog.lookup_commit(repo, found.commit)
     when = datetime.fromtimestamp(found.time, timezone(timedelta(minutes=found.offset))).isoformat()
-    message = c.message if isinstance(c.message, str) else c.raw_message.decode("utf-8", "replace")
-    subject = message.strip().split("\n", 1)[0].strip()
+    subject = gitlog.message(c).strip().split("\n", 1)[0].strip()
     return {"commit": found.commit, "date": when, "author": found.author, "email": found.email, "subject": subject}

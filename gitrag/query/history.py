@@ -1,13 +1,8 @@
-"""Git history: the commit index (messages, authors, dates, changed paths), kept current by
-the same sync that indexes a branch, and what is read from it: ``gitrag log``, the
-similar-fix file prior of the ranking, ``ask --blame``.
+"""Git history as the questions read it: the similar-fix file prior of the ranking
+(:func:`similar_files`), over the commit index that ``gitrag log`` and ``ask --blame`` read too.
 
-    sync(branch, HEAD) -> :func:`sync_branch`: walk the commits new since the branch's
-    history head -> first-parent tree diff of each (renames found) -> SQLite + FTS5 terms
-    (gitrag.index.history)
-
-The call site in the indexer is ``Indexer.sync`` (``sync_history``; the daemon runs it right after counting the code sync); a failure here
-is logged and never stops the code index.
+The commit index is kept current by the same sync that indexes a branch
+(:func:`gitrag.index.history.sync_branch`, called by ``Indexer.sync_history``).
 """
 
 from __future__ import annotations
@@ -16,24 +11,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from gitrag.index.history import MAX_COMMITS, Commit, HistoryIndex, UpdateSummary
+from gitrag.index.history import MAX_COMMITS, Commit, HistoryIndex, UpdateSummary, open_index
 
 if TYPE_CHECKING:
     from gitrag.index.workspace import Workspace
 
-__all__ = ["BUDGET_SHARE", "MAX_COMMITS", "Commit", "HistoryIndex", "UpdateSummary", "open_index", "similar_files",
-           "sync_branch"]
+__all__ = ["MAX_COMMITS", "Commit", "HistoryIndex", "UpdateSummary", "open_index", "similar_files"]
 
 log = structlog.get_logger("gitrag.query.history")
-
-#: A sync spends at most this share of its own (code) time reading older history; after the
-#: repository's first read, MIN_BUDGET_S if that is more. So history adds less than a tenth
-#: to a first index (the issue's bound: 0.1 itself came out at 10.5-11% on click, the read
-#: stops only between steps of 32 commits and then writes the branch's rows), and the rest of
-#: a long history comes with the next syncs (hooks, the daemon's reconciles, `gitrag index`),
-#: each reading ~1,500 more commits (click's 3,329 are all read by the third sync).
-BUDGET_SHARE = 0.08
-MIN_BUDGET_S = 0.5
 
 
 def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str, float] | None = None) -> dict[str, float]:
@@ -59,34 +44,3 @@ def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str,
         discard(ws.data_dir)
         return {}
     return hp.file_prior((c.score, [f.path for f in c.files], c.n_files) for c in commits)
-
-
-def open_index(ws: Workspace) -> HistoryIndex:
-    """The repository's commit index (``<data dir>/history.db``), created when missing."""
-    return HistoryIndex(ws.data_dir)
-
-
-def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | None = None) -> UpdateSummary | None:
-    """Bring ``branch``'s commit history to ``head`` (see HistoryIndex.update), reading
-    older commits for ``BUDGET_SHARE`` x ``code_seconds`` (the sync's code part; None: all
-    of them; at least MIN_BUDGET_S once the repository has a history), and forget
-    the history of branches the state no longer has. None when it failed (logged: the
-    history is a ranking aid and a command of its own, never a reason to fail a sync)."""
-    try:
-        with open_index(ws) as hist:
-            budget = None if code_seconds is None else BUDGET_SHARE * code_seconds
-            if budget is not None and hist.has_commits():  # not the repository's first read: the floor
-                budget = max(MIN_BUDGET_S, budget)
-            summary = hist.update(ws.repo.repo, branch, head, budget_s=budget)
-            hist.prune(b.name for b in ws.state.branches())
-        if summary.commits_read:
-            log.info("history", branch=branch, read=summary.commits_read, reachable=summary.commits_reachable,
-                     seconds=summary.seconds)
-        return summary
-    except Exception as exc:  # noqa: BLE001 - a full disk, a corrupt history.db: the code index goes on
-        from gitrag.index.history import DAMAGE, discard
-
-        log.warning("history update failed", branch=branch, error=repr(exc))
-        if isinstance(exc, DAMAGE):  # derived from git alone: the next sync reads it anew
-            discard(ws.data_dir)
-        return None

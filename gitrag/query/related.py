@@ -81,7 +81,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms.indices else []
-    payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731
+    payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731 - one expression, rebound with an overlay
     if overlay is not None:
         dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
         dense_hits = worktree.merge(dense_hits, overlay.dense_hits(dense, depth, scope), depth)
@@ -89,7 +89,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
         if wanted:
             found = overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope)
             sparse_hits = worktree.merge(sparse_hits, found, depth)
-        payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731
+        payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731 - as above
                                 | overlay.payloads(ids))
     cands = {c.key: c for c in candidates(dense_hits, sparse_hits, max(PREFETCH, want), payloads=payloads)
              if c.key != here.point_id}

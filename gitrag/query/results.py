@@ -63,7 +63,7 @@ class AskResponse:
 
     def to_json(self) -> dict[str, Any]:
         f = self.freshness
-        out = {
+        out: dict[str, Any] = {
             "question": self.question, "branch": f.branch, "commit": f.commit, "head": f.head,
             "up_to_date": f.up_to_date, "worktree_changes": f.worktree_changes,
             "results": [r.to_json() for r in self.results], "answer": self.answer, "mode": self.mode,

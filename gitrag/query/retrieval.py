@@ -193,7 +193,7 @@ def _ranked(
             sparse_hits = worktree.merge(sparse_hits, _overlay_hits(ws, coll, overlay, None, terms, depth, scope,
                                                                     sparse_hits), depth)
         lookup = worktree.OverlayLookup(lookup, overlay, scope)
-        payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731
+        payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731 - one expression
                                 | overlay.payloads(ids))
     cands = candidates(dense_hits, sparse_hits, top, payloads=payloads)
     ranked = ranking.rank(query, cands, k, lookup, off)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pygit2
 
-from gitrag.errors import GitragError
+from gitrag.errors import UnknownRevision as UnknownRevision  # defined there, named here too
 from gitrag.index.indexer import Indexer, IndexSummary, forget_branch
 from gitrag.index.store import SearchFilter
 from gitrag.index.workspace import Workspace
@@ -27,10 +27,6 @@ from gitrag.query.retrieval import ask as run_ask
 
 PREFIX = "(rev "
 REVISION_VIEWS = 4  # revision views kept (LRU); the next one evicts the least recently used
-
-
-class UnknownRevision(GitragError):
-    """A revision git cannot resolve to a commit."""
 
 
 def view_name(commit: str) -> str:

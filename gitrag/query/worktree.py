@@ -42,11 +42,11 @@ import pathspec
 import pygit2
 from pygit2.enums import FileStatus
 
-from gitrag.git.repo import Entry, _utf8
+from gitrag.git.repo import Entry, is_utf8
 from gitrag.index import sparse
 from gitrag.index.chunking import CHUNKER_VERSION, analyze
 from gitrag.index.embedders.base import embed_partial
-from gitrag.index.policy import _DEFAULTS, IGNORE_FILE, Policy
+from gitrag.index.policy import DEFAULT_PATTERNS, IGNORE_FILE, Policy
 from gitrag.index.state import Branch
 from gitrag.index.store import Hit, SearchFilter, SparseVec
 from gitrag.index.symbols import Definition, SymbolIndex
@@ -309,7 +309,7 @@ def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
     # a name that is not UTF-8 (surrogate escapes from git status) is counted as changed but
     # not overlaid: the index spells it with \xNN escapes (gitrepo.decode_path), so its
     # committed chunks answer as indexed, and no query or SQLite key ever meets the raw bytes
-    paths = {p for p in changed if _utf8(p)}
+    paths = {p for p in changed if is_utf8(p)}
     head = repo.head()
     old = branch.indexed_commit if branch else None
     if old and head and old != head and repo.has_commit(old):
@@ -325,7 +325,7 @@ class _WorktreePolicy(Policy):
         super().__init__(ws.repo, commit, ws.settings.max_file_bytes, None)
 
     def _load_ignore(self) -> pathspec.PathSpec:
-        return pathspec.PathSpec.from_lines("gitignore", [*_DEFAULTS, *self._lines])
+        return pathspec.PathSpec.from_lines("gitignore", [*DEFAULT_PATTERNS, *self._lines])
 
 
 _verdicts: OrderedDict[tuple[str, ...], str | None] = OrderedDict()  # (data dir, head, ignore, path, blob) -> reason

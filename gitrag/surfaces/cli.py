@@ -27,7 +27,7 @@ class _RankingStage(click.Choice):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         from gitrag.query.ranking.pipeline import STAGES
 
@@ -412,7 +412,7 @@ def _exit(fn: Callable[[], int]) -> None:
         code = EXIT_INTERRUPT
     except OSError as exc:
         code = _os_error(exc)
-    except Exception as exc:  # an unexpected bug: say where the traceback is
+    except Exception as exc:  # noqa: BLE001 - an unexpected bug: say where the traceback is
         code = _damaged_database(exc) or _internal_error()
     sys.exit(code)
 

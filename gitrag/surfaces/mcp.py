@@ -32,6 +32,7 @@ from pydantic import Field, ValidationError
 from gitrag import __version__
 from gitrag.daemon import launch, routing
 from gitrag.errors import EXIT_OK, GitragError
+from gitrag.errors import ToolInputError as ToolInputError  # defined there, named here too
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.store import SearchFilter
 from gitrag.index.symbols import (
@@ -61,10 +62,6 @@ for a file's definitions, index_status to see whether the index is current. Line
 1-based and inclusive. search_code also searches uncommitted work-tree edits (results marked \
 source 'worktree'; committed=true turns that off); the other tools answer from the indexed commit: \
 when up_to_date is false or worktree_changes > 0, recent edits are not in them."""
-
-
-class ToolInputError(GitragError):
-    """A tool argument gitrag refuses (an absolute path, ``..``)."""
 
 
 def clean_path(path: str, *, prefix: bool = False) -> str:
@@ -120,7 +117,7 @@ class Tools:
         with self.lock:
             try:
                 symbol_index(self.ws)
-            except Exception as exc:  # not indexed yet: the tools will say so
+            except Exception as exc:  # noqa: BLE001 - not indexed yet: the tools will say so
                 log.info("warm-up skipped: %s", exc)
 
     # -- tools -------------------------------------------------------------------------

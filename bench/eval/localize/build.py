@@ -223,7 +223,7 @@ _NAME_KINDS = {"identifier", "field_identifier", "type_identifier", "property_id
                "destructor_name", "operator_name", "scoped_identifier", "simple_identifier"}
 
 
-def _ts_parser(lang: str, path: str):  # noqa: ANN202
+def _ts_parser(lang: str, path: str):
     import tree_sitter as ts
 
     if lang == "python":
@@ -252,7 +252,7 @@ def _ts_parser(lang: str, path: str):  # noqa: ANN202
     return ts.Parser(ts.Language(m.language()))
 
 
-def _node_name(node, src: bytes) -> str:  # noqa: ANN001
+def _node_name(node, src: bytes) -> str:
     name = node.child_by_field_name("name")
     if name is not None:
         return src[name.start_byte:name.end_byte].decode("utf-8", "replace")
@@ -301,7 +301,7 @@ def ts_defs(lang: str, path: str, source: bytes) -> list[Span] | None:
     funcs, conts = TS_FUNCS.get(lang, set()), TS_CONTAINERS.get(lang, set())
     out: list[Span] = []
 
-    def walk(node, prefix: str) -> None:  # noqa: ANN001
+    def walk(node, prefix: str) -> None:
         for child in node.children:
             if child.type in funcs or child.type in conts:
                 name = _node_name(child, source)
@@ -422,7 +422,7 @@ def read_msb(path: Path) -> list[Instance]:
     return out
 
 
-def build(instances: list[Instance], mirrors: Path, max_per_repo: int, log) -> tuple[list[dict], Counter]:  # noqa: ANN001
+def build(instances: list[Instance], mirrors: Path, max_per_repo: int, log) -> tuple[list[dict], Counter]:
     excluded: Counter = Counter()
     seen: set[str] = set()
     by_repo: dict[str, list[dict]] = defaultdict(list)

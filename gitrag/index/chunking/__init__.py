@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from gitrag.index.chunking.assemble import tiles, to_chunks
-from gitrag.index.chunking.languages import SPECS, language_for
+from gitrag.index.chunking.languages import SPECS, LangSpec, language_for
 from gitrag.index.chunking.model import Chunk, FileAnalysis, SymbolDef, SymbolRef
 from gitrag.index.chunking.split import Sizer, Unit, layout, merge
 
@@ -97,18 +98,18 @@ def _analyze(path: str, data: bytes, language: str, sizer: Sizer) -> FileAnalysi
     return _windows(sizer, language, "")
 
 
-def _from_tree(tree: object, spec: object, sizer: Sizer, language: str) -> FileAnalysis | None:
+def _from_tree(tree: Any, spec: LangSpec, sizer: Sizer, language: str) -> FileAnalysis | None:
     from gitrag.index.chunking.graph import extract
     from gitrag.index.chunking.outline import Outline
     from gitrag.index.chunking.prose import prose_ranges, prose_shares
     from gitrag.index.chunking.windows import split_unit
 
-    outline = Outline(spec, sizer.data, sizer)  # type: ignore[arg-type]
-    root = tree.root_node  # type: ignore[attr-defined]
+    outline = Outline(spec, sizer.data, sizer)
+    root = tree.root_node
     units = layout(outline.top(root), sizer, outline.expand, lambda u: split_unit(u, sizer))
     if not tiles(units, len(sizer.data)):
         return None
-    graph = extract(tree, spec, sizer.data)  # type: ignore[arg-type]
+    graph = extract(tree, spec, sizer.data)
     errors = sum(u.end - u.start for u in units if u.kind == "error")
     reason = ""
     if errors > _ERROR_SHARE * len(sizer.data):

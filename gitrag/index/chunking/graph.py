@@ -347,7 +347,7 @@ def _query(spec: LangSpec, types: set[str]) -> Any:
 
         language = get_language(spec.name)
         known = sorted(t for t in types if language.id_for_node_kind(t, True) is not None)
-        query = _queries[spec.name] = Query(language, "[%s] @n" % " ".join(f"({t})" for t in known))
+        query = _queries[spec.name] = Query(language, "[{}] @n".format(" ".join(f"({t})" for t in known)))
     return query
 
 

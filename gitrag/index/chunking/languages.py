@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _F = frozenset
 
@@ -35,7 +36,7 @@ _JS_FUNCS = _F({
     "function_declaration", "generator_function_declaration", "method_definition",
     "function_signature", "method_signature", "abstract_method_signature",
 })
-_JS_COMMON = dict(
+_JS_COMMON: dict[str, Any] = dict(  # LangSpec fields shared by the JS family
     functions=_JS_FUNCS,
     containers=_F({"class_declaration", "abstract_class_declaration", "interface_declaration",
                    "class", "internal_module", "module"}),

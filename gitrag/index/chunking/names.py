@@ -302,8 +302,8 @@ def _special(core: Node, outer: Node, spec: LangSpec, data: bytes, prefix: str) 
         typ = _field(core, "type")
         if typ is None or _field(typ, "body") is None:
             return None
-        name = declarator_name(_field(core, "declarator"), data)
-        return _def(name, prefix, spec, core, None, None, outer, "class") if name else None
+        declared = declarator_name(_field(core, "declarator"), data)
+        return _def(declared, prefix, spec, core, None, None, outer, "class") if declared else None
     return None
 
 

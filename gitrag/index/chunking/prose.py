@@ -33,7 +33,7 @@ def _query(language_name: str) -> Any:
     patterns = [f"({k})" for k in named]
     if language_name == "python":
         patterns.append("(expression_statement . (string) .)")
-    query = _queries[language_name] = Query(language, "[%s] @p" % " ".join(patterns)) if patterns else None
+    query = _queries[language_name] = Query(language, "[{}] @p".format(" ".join(patterns))) if patterns else None
     return query
 
 

@@ -8,6 +8,7 @@ with the enclosing titles as context.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from gitrag.index.chunking.split import Unit
 from gitrag.index.chunking.text import one_line
@@ -104,13 +105,12 @@ def ini_headings(data: bytes) -> list[Heading]:
 
 
 def section_units(data: bytes, heads: list[Heading], fallback: str, marker: str,
-                  nonws: object) -> list[Unit]:
+                  nonws: Callable[[int, int], int]) -> list[Unit]:
     """Units tiling ``data``: a preamble (if any) then one unit per heading.
 
     ``marker`` prefixes a title in context lines (``#`` for Markdown); ``nonws`` is the
     sizer's ``nonws(start, end)``, used to flag small sections as mergeable.
     """
-    count = nonws  # type: ignore[assignment]
     units: list[Unit] = []
     bounds = [h[0] for h in heads if 0 < h[0] < len(data)]
     starts = [0, *sorted(set(bounds))]
@@ -128,7 +128,7 @@ def section_units(data: bytes, heads: list[Heading], fallback: str, marker: str,
         context = tuple(one_line(f"{marker * lvl} {t}" if marker else t) for lvl, t in stack)
         title = one_line(title, 80) or fallback
         stack.append((level, title))
-        small = count(start, end) <= SMALL_SECTION_NONWS  # type: ignore[operator]
+        small = nonws(start, end) <= SMALL_SECTION_NONWS
         units.append(Unit(start, end, "section", ((title, True),), title, context, 0, "def",
                           small_def=small))
     return units

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from gitrag.config import Settings
     from gitrag.index.chunking.model import TokenSpan
 
 
@@ -28,12 +27,9 @@ class Embedder(Protocol):
     ``dim``: vector length. ``max_tokens``: the longest input in the model's own tokens
     that is embedded without truncation; the chunker keeps every chunk within it.
 
-    Optional capabilities, looked up with ``getattr`` (callers fall back without them):
-    ``embed_documents_partial(texts) -> (vectors, failed)`` (see :func:`embed_partial`);
-    ``tokenize(text) -> Tokens | None`` with ``embed_spans(spans) -> vectors``: the chunker
-    counts a file's chunks from one tokenisation of it and the indexer embeds them from
-    those token ids (static with a BERT tokenizer; None: not offered for this model; see
-    :class:`Tokens`, :func:`embed_partial`).
+    Optional capabilities, each a named protocol below that callers test with
+    ``isinstance`` (and fall back without): :class:`PartialEmbedder` (ollama, local),
+    :class:`SpanEmbedder` (static), :class:`SelfChecking` (static, local).
     """
 
     name: str
@@ -54,6 +50,38 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray:
         """Returns float32 array (dim,), L2-normalised, with the model's query prefix."""
+
+
+@runtime_checkable
+class PartialEmbedder(Protocol):
+    """An embedder that reports the inputs it could not embed instead of failing them all."""
+
+    def embed_documents_partial(self, texts: list[str]) -> tuple[np.ndarray, list[int]]:
+        """``(vectors, failed)`` as :func:`embed_partial` returns them."""
+
+
+@runtime_checkable
+class SpanEmbedder(Protocol):
+    """An embedder whose chunks can be counted and embedded from one tokenisation of a file:
+    the chunker cuts a file's chunks from ``tokenize`` of it, and the indexer embeds them from
+    those token ids (bit for bit the texts' vectors)."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def tokenize(self, text: str) -> Tokens | None:
+        """One tokenisation of ``text`` (see :class:`Tokens`); None: not offered for this model."""
+
+    def embed_spans(self, spans: Sequence[TokenSpan]) -> np.ndarray:
+        """float32 (len(spans), dim), unit rows: the vectors of the texts the spans stand for."""
+
+
+@runtime_checkable
+class SelfChecking(Protocol):
+    """An embedder ``gitrag doctor`` checks from its files, without loading a model."""
+
+    def self_check(self) -> str:
+        """A one-line description of what was checked; raises EmbedderUnavailable when broken."""
 
 
 def make_fingerprint(**parts: object) -> str:
@@ -102,16 +130,15 @@ def embed_partial(
     (static) embeds those from the ids, without tokenising the text again; the result is
     the text's vector, bit for bit. Spans of another model, or an embedder without the
     capability, fall back to embedding the texts."""
-    by_span = getattr(embedder, "embed_spans", None)
-    fingerprint = embedder.fingerprint if by_span is not None and spans else None
-    use = [i for i, sp in enumerate(spans or ()) if sp is not None and sp.model == fingerprint]
-    if by_span is None or not use:
-        partial = getattr(embedder, "embed_documents_partial", None)
-        if partial is not None:
-            return partial(texts)
+    fingerprint = embedder.fingerprint if isinstance(embedder, SpanEmbedder) and spans else None
+    chosen = [(i, sp) for i, sp in enumerate(spans or ()) if sp is not None and sp.model == fingerprint]
+    use = [i for i, _ in chosen]
+    if not use or not isinstance(embedder, SpanEmbedder):
+        if isinstance(embedder, PartialEmbedder):
+            return embedder.embed_documents_partial(texts)
         return embedder.embed_documents(texts), []
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    out[use] = by_span([spans[i] for i in use])  # type: ignore[index]
+    out[use] = embedder.embed_spans([sp for _, sp in chosen])
     if len(use) < len(texts):
         taken = set(use)
         rest = [i for i in range(len(texts)) if i not in taken]

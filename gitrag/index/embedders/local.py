@@ -59,7 +59,7 @@ def force_offline() -> None:
 
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is not None:  # imported before us: its flags were read already
-        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]  # a module found in sys.modules: untyped
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -53,7 +53,7 @@ import structlog
 
 from gitrag.errors import EmbedderError, EmbedderUnavailable
 from gitrag.index.embedders.base import make_fingerprint
-from gitrag.index.embedders.ollamahost import CONNECT_S, DEFAULT_PORT, parse_host  # noqa: F401  (re-exported)
+from gitrag.index.embedders.ollamahost import CONNECT_S, DEFAULT_PORT, parse_host  # noqa: F401 - re-exported: the embedder's public names
 from gitrag.index.embedders.ollamahost import client as ollama_client
 
 if TYPE_CHECKING:

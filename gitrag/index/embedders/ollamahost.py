@@ -10,6 +10,8 @@ for both embeddings (``gitrag.index.embedders.ollama``) and written answers (``g
   the unspecified ``0.0.0.0``/``::`` that an ``OLLAMA_HOST`` for ``ollama serve`` often
   names) is reached directly, never through an ``HTTP(S)_PROXY``/``ALL_PROXY`` of the
   environment, which is honoured for other hosts.
+* :func:`model_names`: the models the server has pulled (``GET /api/tags``), reached the
+  same way (``gitrag doctor`` asks it).
 
 Standard library only at import time (``ollama`` and ``httpx`` are imported by
 :func:`client`).
@@ -70,3 +72,19 @@ def client(host: str, read_s: float) -> Any:
 
     timeout = httpx.Timeout(read_s, connect=min(CONNECT_S, read_s))
     return ollama.Client(host=host, timeout=timeout, trust_env=not is_local(host))
+
+
+def model_names(host: str, timeout_s: float = 3.0) -> list[str]:
+    """The names of the models the server at ``host`` (as :func:`parse_host` gives it) has
+    pulled (``GET /api/tags``), reached as :func:`client` reaches it. Raises OSError when it
+    cannot be reached or answers with an HTTP error, ValueError for a body that is not JSON."""
+    import httpx
+
+    timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s))
+    try:
+        with httpx.Client(timeout=timeout, trust_env=not is_local(host)) as http:
+            resp = http.get(host.rstrip("/") + "/api/tags")
+            resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise OSError(str(exc) or type(exc).__name__) from exc
+    return [m.get("name") or m.get("model", "") for m in resp.json().get("models", [])]

@@ -1,16 +1,22 @@
-"""Vector stores: ``embedded`` (Qdrant Edge, default) and ``server`` (qdrant-client)."""
+"""Vector stores: ``embedded`` (Qdrant Edge, default) and ``server`` (qdrant-client).
+
+The package's public names are the protocol (:mod:`.base`), the membership payload fields
+``BRANCHES`` and ``HIDDEN``, ``damaged`` (the StoreDamaged of a store's check) and
+:func:`open_store`; ``_common`` is the two backends' own."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gitrag.index.store._common import BRANCHES, HIDDEN, damaged
 from gitrag.index.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec, Store
 
 if TYPE_CHECKING:
     from gitrag.config import Settings
 
-__all__ = ["DENSE", "RRF_K", "SPARSE", "BranchView", "Hit", "PointRecord", "SearchFilter", "SparseVec", "Store", "open_store"]
+__all__ = ["BRANCHES", "DENSE", "HIDDEN", "RRF_K", "SPARSE", "BranchView", "Hit", "PointRecord", "SearchFilter", "SparseVec",
+           "Store", "damaged", "open_store"]
 
 
 def open_store(settings: Settings, data_dir: Path) -> Store:

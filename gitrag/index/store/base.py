@@ -22,18 +22,11 @@ import numpy as np
 import pathspec
 
 from gitrag.errors import ConfigError
+from gitrag.index.records import BranchView, SparseVec  # the store's protocol speaks of them
 
 DENSE = "dense"
 SPARSE = "sparse"
 RRF_K = 60  # Cormack, Clarke & Buettcher, SIGIR 2009
-
-
-@dataclass(frozen=True)
-class SparseVec:
-    """Sparse vector: parallel lists of uint32 term ids (sorted, unique) and float weights."""
-
-    indices: list[int]
-    values: list[float]
 
 
 @dataclass(frozen=True)
@@ -88,7 +81,7 @@ class SearchFilter:
                 raise ConfigError(f"invalid exclude glob {glob!r}: give a non-empty gitignore-style pattern")
         try:
             return pathspec.PathSpec.from_lines("gitignore", self.exclude)
-        except Exception as exc:  # pathspec's GitWildMatchPatternError and friends
+        except Exception as exc:  # noqa: BLE001 - pathspec's GitWildMatchPatternError and friends
             raise ConfigError(f"invalid exclude glob: {exc}") from None
 
     def excludes(self, path: str) -> bool:
@@ -108,17 +101,6 @@ class SearchFilter:
             return self
         hit = sorted(p for p in set(paths) if p.startswith(self.path_prefix) and self.excludes(p))
         return replace(self, excluded_paths=tuple(hit))
-
-
-@dataclass(frozen=True)
-class BranchView:
-    """Which points a branch sees: those whose ``branches`` hold ``tag``, or, when the branch
-    has a ``root`` (the branch it was started from, whose points it shares without being
-    named on them), those whose ``branches`` hold ``root`` and whose ``hidden`` do not
-    hold ``tag``. A plain string stands for ``BranchView(tag)``."""
-
-    tag: str
-    root: str | None = None
 
 
 class Store(Protocol):

@@ -255,7 +255,7 @@ def _free_bytes(folder: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def _disk_usage(folder: Path) -> int:
+def disk_usage(folder: Path) -> int:
     """Bytes allocated on disk below ``folder`` (like ``du``: sparse WAL files count little)."""
     total = 0
     for dirpath, _dirs, files in os.walk(folder):
@@ -613,7 +613,7 @@ class EdgeStore:
     def size_bytes(self, name: str) -> int:
         """Bytes on disk under ``root/<name>/`` (0 if missing)."""
         folder = self._dir(name)
-        return _disk_usage(folder) if folder.is_dir() else 0
+        return disk_usage(folder) if folder.is_dir() else 0
 
     def close(self) -> None:
         """Flush and close every open shard; the store reopens them lazily if used again."""
@@ -624,7 +624,7 @@ class EdgeStore:
                 try:
                     shard.flush()
                     shard.close()
-                except Exception as exc:  # close the others anyway
+                except Exception as exc:  # noqa: BLE001 - close the others anyway
                     errors.append(f"{name}: {exc}")
                 finally:
                     self._let_go(name)

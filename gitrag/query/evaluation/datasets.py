@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gitrag.errors import GitragError
+from gitrag.errors import DatasetError as DatasetError  # defined there, named here too
 
 Format = Literal["click", "semble"]
 
@@ -25,10 +25,6 @@ SEMBLE_ROOTS: dict[str, str] = {
     "flask": "src/flask/",
     "requests": "src/requests/",
 }
-
-
-class DatasetError(GitragError):
-    """A question file is missing or malformed; the message names the file and place."""
 
 
 @dataclass(frozen=True)

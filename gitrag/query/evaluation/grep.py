@@ -151,7 +151,7 @@ def head_files(repo: str | Path, prefix: str | None = None) -> Iterator[tuple[st
 
 def _walk(tree: pygit2.Tree, base: str) -> Iterator[tuple[str, pygit2.Blob]]:
     for entry in tree:
-        path = base + decode_path(entry.raw_name)  # same path text as the indexer
+        path = base + decode_path(entry.raw_name or b"")  # same path text as the indexer
         if isinstance(entry, pygit2.Tree):
             yield from _walk(entry, path + "/")
         elif isinstance(entry, pygit2.Blob) and entry.filemode != pygit2.enums.FileMode.LINK:

@@ -110,11 +110,6 @@ class Query:
     term_weights: dict[str, float] | None = None  # None: weight 1 per distinct term
     intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
 
-    @property
-    def symbol_name(self) -> str:
-        """The last segment of a symbol-like question (``Sinatra::Base`` -> ``Base``)."""
-        return re.split(r"::|\\|->|\.|#", self.text.strip().rstrip("()"))[-1]
-
 
 def is_symbol_query(question: str) -> bool:
     """True when the whole question is one code token (see the module docstring)."""

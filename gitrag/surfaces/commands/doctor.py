@@ -13,7 +13,6 @@ Exit code 1 when a check fails, else 0 (warnings do not fail).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -21,7 +20,6 @@ import sqlite3
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,14 +153,9 @@ def check_daemon() -> Check:
     return Check("daemon", "ok", f"pid {info['pid']} at {info['socket']}, answered in {ms:.0f} ms{queued}")
 
 
-def _ollama_models(host: str) -> list[str]:
-    with urllib.request.urlopen(host.rstrip("/") + "/api/tags", timeout=3) as resp:  # noqa: S310  a configured URL
-        return [m.get("name", "") for m in json.load(resp).get("models", [])]
-
-
 def check_embedder(settings: Settings) -> Check:
     if settings.embedder == "ollama":
-        from gitrag.index.embedders.ollamahost import parse_host
+        from gitrag.index.embedders.ollamahost import model_names, parse_host
 
         model = settings.ollama_model
         try:
@@ -170,7 +163,7 @@ def check_embedder(settings: Settings) -> Check:
         except GitragError as exc:
             return Check("embedder", "fail", str(exc), "set GITRAG_OLLAMA_HOST, e.g. http://127.0.0.1:11434")
         try:
-            names = _ollama_models(host)
+            names = model_names(host)
         except (OSError, ValueError) as exc:
             return Check("embedder", "fail", f"Ollama not reachable at {host}: {exc}", "ollama serve")
         wanted = {model, model if ":" in model else f"{model}:latest"}
@@ -179,13 +172,13 @@ def check_embedder(settings: Settings) -> Check:
         via = " (from OLLAMA_HOST)" if "OLLAMA_HOST" in settings.sources else ""
         return Check("embedder", "ok", f"Ollama at {host}{via}, model {model} pulled")
     from gitrag.index.embedders import create
+    from gitrag.index.embedders.base import SelfChecking
 
     t0 = time.perf_counter()
     try:
         embedder = create(settings)
-        self_check = getattr(embedder, "self_check", None)
-        if self_check is not None:  # static, local: checked from their files, no model loaded
-            return Check("embedder", "ok", f"{settings.embedder}: {self_check()}")
+        if isinstance(embedder, SelfChecking):  # static, local: checked from their files, no model loaded
+            return Check("embedder", "ok", f"{settings.embedder}: {embedder.self_check()}")
         embedder.embed_query("gitrag doctor")
     except GitragError as exc:
         return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")
