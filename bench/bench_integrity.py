@@ -116,7 +116,7 @@ def _tree_cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _check_at(rev: str):  # noqa: ANN202
+def _check_at(rev: str):
     """``check_results`` of gitrag/index/integrity.py at git revision ``rev``."""
     import types
 
@@ -124,10 +124,10 @@ def _check_at(rev: str):  # noqa: ANN202
                           text=True, check=True).stdout
     module = types.ModuleType(f"integrity_at_{rev}")
     module.__file__ = f"integrity@{rev}"
-    exec(compile(text, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own file at another revision
+    exec(compile(text, module.__file__, "exec"), module.__dict__)
     params = list(inspect.signature(module.check_results).parameters)
 
-    def check(*a, **kw):  # noqa: ANN002, ANN003, ANN202 - the arguments that revision takes, no more
+    def check(*a, **kw):
         return module.check_results(*a[: len(params)], **{k: v for k, v in kw.items() if k in params})
     return check
 
@@ -148,7 +148,6 @@ def cost(args: argparse.Namespace) -> int:
     import gitrag.index.integrity as integrity
     import gitrag.index.vector_cache as vector_cache
     import gitrag.index.views as views
-    import gitrag.query.retrieval as retrieval
     from gitrag import config
     from gitrag.index.indexer import Indexer
     from gitrag.index.workspace import open_workspace
@@ -156,8 +155,8 @@ def cost(args: argparse.Namespace) -> int:
 
     spent = {"digest": 0.0, "calls": 0, "inside": 0}
 
-    def timed(fn):  # noqa: ANN001, ANN202
-        def inner(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+    def timed(fn):
+        def inner(*a, **kw):
             if spent["inside"]:  # a digest inside a timed call (put_signatures): counted once, by the outer
                 return fn(*a, **kw)
             spent["inside"] = 1
@@ -212,7 +211,7 @@ def cost(args: argparse.Namespace) -> int:
     return subprocess.run(cmd, check=False).returncode
 
 
-def _queries(args: argparse.Namespace, ws, where: str) -> None:  # noqa: ANN001
+def _queries(args: argparse.Namespace, ws, where: str) -> None:
     import gitrag.query.retrieval as retrieval
 
     names = sorted({r.payload.get("symbol", "") for r in ws.state.points(ws.repo.branch())} - {""})
@@ -225,8 +224,8 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:  # noqa: ANN001
     inside: dict[str, list[float]] = {name: [] for name in checks}
     inside_cpu: dict[str, list[float]] = {name: [] for name in checks}
 
-    def timed(name: str, fn):  # noqa: ANN001, ANN202
-        def timed_check(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+    def timed(name: str, fn):
+        def timed_check(*a, **kw):
             t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **kw)

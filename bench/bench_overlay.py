@@ -156,8 +156,8 @@ def overlay_bench(repo: Path, trials: int) -> None:
                 embedded.append(holder["r"].worktree["embedded"])
                 CPU.clear()
                 for q2 in QUESTIONS:
-                    base_cached.append(timed(lambda: ask(ws, q2, worktree_overlay=False)))
-                    cached.append(timed(lambda: ask(ws, q2, worktree_overlay=True), True))
+                    base_cached.append(timed(lambda q2=q2: ask(ws, q2, worktree_overlay=False)))
+                    cached.append(timed(lambda q2=q2: ask(ws, q2, worktree_overlay=True), True))
                     with_reuse = worktree._committed
                     worktree._committed = _no_reuse  # the overlay before unchanged chunks kept their points
                     try:
@@ -193,8 +193,8 @@ def overlay_bench(repo: Path, trials: int) -> None:
                         edit(100 + t, False)
                         q = QUESTIONS[t % len(QUESTIONS)]
                         CPU.clear()
-                        bases.append(timed(lambda: ask(ws, q, worktree_overlay=False)))
-                        firsts.append(timed(lambda: ask(ws, q, worktree_overlay=True), True))
+                        bases.append(timed(lambda q=q: ask(ws, q, worktree_overlay=False)))
+                        firsts.append(timed(lambda q=q: ask(ws, q, worktree_overlay=True), True))
                         cpu_first += [c for c, o in CPU if o]
                         cpu_base += [c for c, o in CPU if not o]
                 finally:
@@ -227,7 +227,7 @@ def daemon_bench(repo: Path, tmp: Path, trials: int, delays: list[float]) -> Non
         git(repo, "commit", "-qm", "20 files of 500 lines")
     with open_workspace(repo) as ws:
         Indexer(ws).sync()
-    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115
+    log = open(tmp / "daemon.log", "ab")  # noqa: SIM115 - the daemon writes to it until the bench stops it
     proc = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 60
@@ -236,7 +236,7 @@ def daemon_bench(repo: Path, tmp: Path, trials: int, delays: list[float]) -> Non
                 raise SystemExit(f"the daemon did not start; see {tmp / 'daemon.log'}")
             time.sleep(0.1)
 
-        def ask(q: str, overlay: bool):  # type: ignore[no-untyped-def]
+        def ask(q: str, overlay: bool):
             got = routing.ask(str(repo), q, 10, "hybrid", "", "", True, worktree=overlay)
             assert got is not None, "no daemon answered"
             return got.response
@@ -285,7 +285,7 @@ def daemon_bench(repo: Path, tmp: Path, trials: int, delays: list[float]) -> Non
         git(repo, "checkout", "-q", "--", ".")
 
 
-def _no_reuse(ws, branch, hidden, files):  # type: ignore[no-untyped-def]
+def _no_reuse(ws, branch, hidden, files):
     """gitrag.query.worktree._committed as it was: every committed point of a hidden path dropped."""
     ids = ws.state.point_ids(branch.name, sorted(hidden)) if hidden else set()
     return frozenset(ids), {}, {}

@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import corpus, queries  # noqa: E402
+from bench_store import corpus, queries
 
-from gitrag.index.store import PointRecord, Store  # noqa: E402
-from gitrag.index.store.edge import EdgeStore  # noqa: E402
-from gitrag.index.store.server import ServerStore  # noqa: E402
+from gitrag.index.store import PointRecord, Store
+from gitrag.index.store.edge import EdgeStore
+from gitrag.index.store.server import ServerStore
 
 TAG = "a1b2c3d4e5f6"  # a branch tag, as gitrag.index.state.branch_tag makes them
 DEPTH = 300  # gitrag.query.retrieval.SCORE_DEPTH
@@ -115,10 +115,10 @@ def main() -> None:
         vals = [got[c][key] for c in cols]
         if key == "upsert points/s":
             cells = [f"{v:,.0f}" for v in vals]
-            ratio = f"{vals[1] / vals[0]:.1f}x slower" if len(vals) == 2 else ""  # type: ignore[operator]
+            ratio = f"{vals[1] / vals[0]:.1f}x slower" if len(vals) == 2 else ""
         else:
-            cells = [f"{v[0]:.2f} ms (p95 {v[1]:.2f})" for v in vals]  # type: ignore[index]
-            ratio = f"{vals[0][0] / vals[1][0]:.1f}x" if len(vals) == 2 else ""  # type: ignore[index]
+            cells = [f"{v[0]:.2f} ms (p95 {v[1]:.2f})" for v in vals]
+            ratio = f"{vals[0][0] / vals[1][0]:.1f}x" if len(vals) == 2 else ""
         print(f"| {key} | " + " | ".join(cells) + (f" | {ratio} |" if len(cols) == 2 else " |"))
 
 

@@ -57,11 +57,11 @@ def _du(path: Path) -> int:
 
 
 def child(layout: str, n: int, queries: int, out: Path) -> None:
+    from qdrant_edge import Memory, VectorStorageDatatype
+
     from gitrag.index.store import PointRecord, SparseVec
     from gitrag.index.store import edge as edge_mod
     from gitrag.index.store.edge import EdgeStore
-
-    from qdrant_edge import Memory, VectorStorageDatatype
 
     trial = {  # layouts measured on the way to ``lean`` (BENCHMARKS.md)
         "f16": edge_mod.Layout(datatype=VectorStorageDatatype.Float16),

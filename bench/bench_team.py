@@ -86,20 +86,20 @@ def run(clones: list[Path], tmp: Path, questions: list[str]) -> None:
     real, real_query = emb.embed_documents, emb.embed_query
     asking = {"on": False}
 
-    def counting(texts: list[str]):  # type: ignore[no-untyped-def]
+    def counting(texts: list[str]):
         if not asking["on"]:  # a static embedder embeds a question as a document: not counted
             embedded["documents"] += len(texts)
         return real(texts)
 
-    def query(text: str):  # type: ignore[no-untyped-def]
+    def query(text: str):
         asking["on"] = True
         try:
             return real_query(text)
         finally:
             asking["on"] = False
 
-    emb.embed_documents = counting  # type: ignore[method-assign]
-    emb.embed_query = query  # type: ignore[method-assign]
+    emb.embed_documents = counting
+    emb.embed_query = query
     for q, want in zip(questions, local_results, strict=True):
         t = time.perf_counter()
         got = team_query.ask(ws, settings, q, print, k=10)

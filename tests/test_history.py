@@ -194,7 +194,7 @@ def test_blame_of_several_ranges_of_a_file_runs_git_once_and_agrees_with_libgit2
     runs: list[list[str]] = []
     real_run = subprocess.run
 
-    def counting(args, *a, **kw):  # type: ignore[no-untyped-def]
+    def counting(args, *a, **kw):
         runs.append(list(args))
         return real_run(args, *a, **kw)
 

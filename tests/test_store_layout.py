@@ -43,7 +43,7 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
         old.setattr(views_mod, "combine", _unrounded)
         with open_workspace(repo.path) as ws:
             first = Indexer(ws).sync()
-            collection = ws.store.root / ws.state.branch(ws.repo.branch()).collection  # type: ignore[union-attr]
+            collection = ws.store.root / ws.state.branch(ws.repo.branch()).collection
     (collection / "gitrag-layout").unlink()  # the old code wrote none
     config = json.loads((collection / "edge_config.json").read_text())
     assert config["vectors"]["dense"].get("datatype") in (None, "float32")
@@ -63,7 +63,7 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     assert (collection / "gitrag-layout").read_text().strip() == "lean"
     after, manifest_after = points(repo.path)
     assert after.keys() == before.keys() and manifest_after == manifest_before
-    for pid, (payload, vec) in after.items():  # the same vectors, as float16 keeps them
+    for pid, (_payload, vec) in after.items():  # the same vectors, as float16 keeps them
         assert np.allclose(vec, before[pid][1], atol=2e-3)
     assert len(hits) == 5
 
@@ -73,7 +73,7 @@ def test_a_collection_of_the_current_layout_is_left_as_it_is(tmp_path: Path) -> 
     _project(repo)
     with open_workspace(repo.path) as ws:
         Indexer(ws).sync()
-        name = ws.state.branch(ws.repo.branch()).collection  # type: ignore[union-attr]
+        name = ws.state.branch(ws.repo.branch()).collection
         assert not ws.store.outdated(name)
         made = (ws.store.root / name / "gitrag-layout").stat().st_mtime_ns
     repo.write("pkg/new.py", "def fresh():\n    return 1\n")

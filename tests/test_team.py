@@ -402,7 +402,7 @@ def test_a_writer_killed_mid_publish_is_repaired_by_the_next(team_env: dict[str,
         deadline = time.monotonic() + 120
         line = ""
         while "UPSERTED" not in line and time.monotonic() < deadline and proc.poll() is None:
-            line = proc.stdout.readline()  # type: ignore[union-attr]
+            line = proc.stdout.readline()
         assert "UPSERTED" in line, proc.stderr.read() if proc.stderr else ""
         os.kill(proc.pid, signal.SIGKILL)
     finally:

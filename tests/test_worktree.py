@@ -304,7 +304,7 @@ def test_provisional_chunks_of_an_edit_are_the_chunkers_and_the_edit_answers(
     indexed.write("net/collect.py", f"{first}\n\n{edited}\n\n{last}")
     indexed.write("net/fresh.py", _function("collect_colours", "colour"))
     monkeypatch.setattr(worktree, "PROVISIONAL", True)
-    shape = lambda ov: {p: [(x["start_line"], x["end_line"], x["chunk_hash"], x["symbol"]) for x in f.payloads]  # noqa: E731
+    shape = lambda ov: {p: [(x["start_line"], x["end_line"], x["chunk_hash"], x["symbol"]) for x in f.payloads]  # noqa: E731 - a one-line view of the overlay, named for the asserts
                         for p, f in ov.files.items()}
     with open_workspace(indexed.path) as ws:
         branch = ws.state.branch(ws.repo.branch())
@@ -338,8 +338,9 @@ def test_splice_names_the_changed_range_as_committed_and_moves_the_rest() -> Non
     assert [c["symbol"] for c in committed] == ["collect_names", "collect_sizes", "collect_owners"]
     new = old.replace(b"def collect_sizes(items", b"def collect_dimensions(items").replace(
         b"out.append(item.size)", b"out.append(item.size)\n            out.append(item.depth)")
+    lines = committed[2]["start_line"], committed[2]["end_line"]
     got = splice("m.py", old, new, committed, '{"definitions": [{"name": "collect_owners", "kind": "function", '
-                 '"start_line": %d, "end_line": %d}]}' % (committed[2]["start_line"], committed[2]["end_line"]))
+                 f'"start_line": {lines[0]}, "end_line": {lines[1]}}}]}}')
     assert got is not None
     assert [type(c) is KnownChunk for c in got.chunks] == [True, False, True]
     changed = got.chunks[1]

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import pygit2
 
@@ -53,7 +54,7 @@ def _newest(repo: pygit2.Repository, shas: set[str]) -> BlameLine | None:
     best, best_time = None, 0
     for cid in sorted(shas):
         try:
-            c = repo[cid]
+            c = cast(pygit2.Commit, repo[cid])
         except (KeyError, ValueError):
             continue
         newer = best is None or c.commit_time > best_time or (

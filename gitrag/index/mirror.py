@@ -32,7 +32,7 @@ from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.integrity import DIGEST, SIGNATURE
 from gitrag.index.state import FileUpdate, PointRow, State
-from gitrag.index.store._common import BRANCHES, HIDDEN
+from gitrag.index.store import BRANCHES, HIDDEN
 from gitrag.index.store.meta import MetaCollection, scroll_paths
 from gitrag.index.store.server import ServerStore
 from gitrag.index.workspace import Workspace
@@ -67,7 +67,7 @@ def _pick(ws: Workspace, records: dict[str, dict[str, Any]], name: str) -> dict[
         if not repo.has_commit(rec["commit"]) or repo.merge_base(rec["commit"], head) is None:
             continue
         d = repo.distance(rec["commit"], head)
-        if dist is None or d < dist or (d == dist and rec["branch"] < best["branch"]):  # type: ignore[index]
+        if dist is None or d < dist or (d == dist and rec["branch"] < best["branch"]):  # type: ignore[index]  # best is set whenever dist is
             best, dist = rec, d
     if best is not None:
         return best

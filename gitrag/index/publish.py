@@ -39,8 +39,7 @@ from gitrag.errors import ConfigError, NotIndexed, StoreError, TeamPartsGone
 from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.state import branch_tag
-from gitrag.index.store import PointRecord
-from gitrag.index.store._common import BRANCHES, HIDDEN
+from gitrag.index.store import BRANCHES, HIDDEN, PointRecord
 from gitrag.index.store.meta import MetaCollection, record_id, scroll_paths
 from gitrag.index.store.server import ServerStore
 from gitrag.index.workspace import Workspace
@@ -212,6 +211,8 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
             points = []
             for r in fresh:
                 payload, dense, sparse_vec = got[r.point_id]
+                if sparse_vec is None:  # every point gitrag writes has one; a store that lost it is damaged
+                    raise StoreError(f"point {r.point_id} of branch {local!r} lost its sparse vector; run `gitrag doctor`")
                 blob = payload.get("blob", "")
                 points.append(PointRecord(r.point_id, dense, sparse_vec, {**_strip(payload), BRANCHES:
                                           members(r.path, blob), HIDDEN: []}))

@@ -96,7 +96,7 @@ def root_commit(repo: GitRepo, data_dir: Path | None = None) -> str:
 
 def remote_url(repo: GitRepo) -> str:
     """``origin``'s URL, else the first remote's (sorted by name), else ``""``."""
-    remotes = {r.name: r.url or "" for r in repo.repo.remotes}
+    remotes = {r.name or "": r.url or "" for r in repo.repo.remotes}
     if "origin" in remotes:
         return remotes["origin"]
     return remotes[sorted(remotes)[0]] if remotes else ""

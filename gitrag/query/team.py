@@ -34,7 +34,7 @@ def team_info(m: mirror.Mirror, ws: Workspace, response: AskResponse | None = No
     ahead = repo.distance(commit, head) if head and head != commit and repo.has_commit(commit) else 0
     overlay = response.worktree if response is not None else None
     return {
-        "server": m.ws.store.url, "collection": m.collection, "published_branch": m.published_branch,
+        "server": getattr(m.ws.store, "url", ""),  # a ServerStore: the team server's address "collection": m.collection, "published_branch": m.published_branch,
         "published_commit": commit, "generation": int(m.published["gen"]), "commits_ahead": ahead,
         "local_overlay": bool(overlay and overlay.get("searched") and (overlay.get("files") or overlay.get("hidden"))),
         "pulled_paths": m.pulled_paths,
@@ -45,8 +45,8 @@ def _read_history(m: mirror.Mirror) -> None:
     """This clone's commit history to HEAD beside the copy (the ranking's ``history`` stage
     reads it, as a writer's does): read from git, all of it the first time (a writer's sync
     read it too: the same history, the same ranking), then at most MIN_BUDGET_S a question;
-    a failure is logged, never fatal (gitrag.query.history.sync_branch)."""
-    from gitrag.query import history
+    a failure is logged, never fatal (gitrag.index.history.sync_branch)."""
+    from gitrag.index import history
 
     head = m.ws.repo.head()
     if head is None:

@@ -35,6 +35,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -582,8 +583,7 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
     out: dict[str, OverlayFile] = {}
     fresh: list[tuple[tuple[str, ...], str, str, bytes, Any]] = []
     spliced: set[str] = set()
-    chunked = lambda path, data: analyze(path, data, max_tokens=emb.max_tokens,  # noqa: E731
-                                         count_tokens=emb.count_tokens)
+    chunked = partial(analyze, max_tokens=emb.max_tokens, count_tokens=emb.count_tokens)
     for path, blob, data, committed_blob in todo:
         key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
         with _cache_lock:

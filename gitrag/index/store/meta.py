@@ -114,7 +114,7 @@ class MetaCollection:
         s = self.store
         for i in range(0, len(wanted), _PAGE):
             with s._lock, s._translate(self.name):
-                s._client.delete(self.name, points_selector=models.PointIdsList(points=wanted[i : i + _PAGE]),
+                s._client.delete(self.name, points_selector=models.PointIdsList(points=list[int | str | uuid.UUID](wanted[i : i + _PAGE])),
                                  wait=True)
 
     def drop(self) -> None:

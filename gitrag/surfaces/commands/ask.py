@@ -29,7 +29,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     # None: no daemon runs
     more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.query.worktree, paging, gitrag.query.revisions
     # a team server (docs/team.md) answers first; any failure of it is one line and the local index answers
-    routed = None if rev else _team(repo, question, k, mode, path, lang, expand, tuple(exclude), files, offset)
+    routed: Any = None if rev else _team(repo, question, k, mode, path, lang, expand, tuple(exclude), files, offset)
     if routed is None:
         routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
                              files=files, **more)

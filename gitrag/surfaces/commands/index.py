@@ -25,7 +25,7 @@ def index(repo: str, as_json: bool, rebuild: bool = False, publish: bool = False
     if publish:  # in this process: the publish reads the local store's points (gitrag.surfaces.commands.publish)
         from gitrag.surfaces.commands.publish import index_and_publish
 
-        return index_and_publish(repo, as_json, rebuild, wait_s, as_branch)
+        return index_and_publish(repo, as_json, rebuild, wait_s, as_branch, show=_print)
     routed = _through_daemon(repo, rebuild, as_json)  # the daemon holds the store while it runs
     if routed is not None:
         if not as_json:

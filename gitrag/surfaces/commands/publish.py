@@ -5,17 +5,20 @@ store's points, which a running daemon holds (then: one line saying so)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 from gitrag.errors import EXIT_OK, ConfigError, StoreHeld
 from gitrag.index import lock as index_lock
-from gitrag.index.indexer import Indexer
+from gitrag.index.indexer import Indexer, IndexSummary
 from gitrag.index.workspace import open_workspace
 from gitrag.surfaces import output
 
 
-def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as_branch: str = "") -> int:
+def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as_branch: str = "",
+                      show: Callable[[IndexSummary], None] = lambda summary: None) -> int:
+    """``gitrag index --publish``: sync the local index, then publish it; ``show`` prints the
+    sync's summary (the index command's own printer) before the publish line."""
     from gitrag.index import publish, team
-    from gitrag.surfaces.commands.index import _print
 
     ws = open_workspace(repo, rebuild=rebuild)
     try:
@@ -46,7 +49,7 @@ def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as
     if as_json:
         output.emit_json(summary.to_json() | {"publish": done.to_json()})
     else:
-        _print(summary)
+        show(summary)
         repaired = f"; repaired {done.paths_repaired} paths of an unfinished publish" if done.paths_repaired else ""
         took = f" (took over the lease of {done.took_over})" if done.took_over else ""
         output.out.print(f"published {done.branch} @ {done.commit[:12]} to {done.collection} at {done.server}: "
