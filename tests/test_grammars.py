@@ -78,3 +78,32 @@ def test_node_types_of_the_specs_exist_in_the_pinned_grammars() -> None:
         unknown = sorted(t for t in types
                          if all(g.id_for_node_kind(t, True) is None for g in grammars))
         assert not unknown, (name, unknown)
+
+
+def test_each_thread_parses_with_its_own_parser() -> None:
+    """A tree_sitter Parser is not thread-safe: the daemon's sync worker and its work-tree
+    warm-up parsed with one shared Parser at once and the daemon died in tree-sitter's C
+    code. Each thread gets its own; many parses at once from several threads all succeed."""
+    import threading
+
+    from gitrag.index.chunking import treesitter
+
+    got: dict[str, object] = {}
+    data = b"".join(b"def f%d(x):\n    return [i * x for i in range(%d)]\n\n" % (i, i) for i in range(3000))
+    errors: list[str] = []
+
+    def work(name: str) -> None:
+        got[name] = treesitter.get_parser("python")
+        for _ in range(5):
+            tree, reason = treesitter.parse("python", data)
+            if tree is None or tree.root_node.has_error:
+                errors.append(reason or "error nodes")
+
+    threads = [threading.Thread(target=work, args=(f"t{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(p) for p in got.values()}) == 4  # one parser per thread
+    assert treesitter.get_parser("python") is treesitter.get_parser("python")  # cached within a thread
+    assert errors == []

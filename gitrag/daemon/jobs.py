@@ -67,7 +67,7 @@ class Jobs:
         ``orphan_s`` seconds passed without a request or a sync. A daemon of installed
         repositories keeps running: their hooks need it."""
         workers = list(self.service.workers.values())
-        if any(w.busy or w.dirty or w.syncing for w in workers):
+        if any(w.busy > w.background or w.dirty or w.syncing for w in workers):  # a warm-up round is no use
             self._last_request = time.monotonic()
             return
         last = max([self._last_request, self.service.last_request, *(w.last_used for w in workers)])

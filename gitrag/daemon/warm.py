@@ -54,7 +54,7 @@ class Warmer:
             if worker.stopping or worker.indexing is not None:
                 continue  # a sync is writing: the next round
             try:
-                await worker.read(functools.partial(_warm_worktree, worker, key))
+                await worker.read(functools.partial(_warm_worktree, worker, key), background=True)
             except Exception as exc:  # noqa: BLE001 - warming is an optimisation, never an error
                 log.info("warming the work-tree overlay failed", worktree=root, error=str(exc))
                 continue

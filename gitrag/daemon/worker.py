@@ -103,6 +103,7 @@ class RepoWorker:
         self.indexing_since: float | None = None  # time.monotonic() when it began
         self.stopping = False
         self.busy = 0  # syncs and reads in flight
+        self.background = 0  # of them, the daemon's own background reads (the overlay warm-up)
         self.last_used = time.monotonic()
         # syncs: how many moved the index (a sync that finds it current is not counted)
         self.stats: dict[str, Any] = {"syncs": 0, "last_sync": None, "last_error": None}
@@ -184,9 +185,13 @@ class RepoWorker:
         """Run ``fn(*args)`` on the worker's thread, after the syncs queued before it."""
         return await self._tracked(asyncio.get_running_loop().run_in_executor(self._executor, fn, *args))
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a read-only ``fn(*args)`` on the default pool, beside a running sync."""
-        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args, alive=self.alive))
+    async def read(self, fn: Callable[..., T], *args: Any, background: bool = False) -> T:
+        """Run a read-only ``fn(*args)`` on the default pool, beside a running sync. A
+        ``background`` read (the overlay warm-up) is the daemon's own work, not a use: it
+        does not count as the worker's last use (idle gc, a daemon with nothing registered
+        leaving when unused)."""
+        return await self._tracked(asyncio.to_thread(retry_while_locked, fn, *args, alive=self.alive),
+                                   touch=not background)
 
     def catching_up(self, worktree: str) -> str | None:
         """What the daemon is doing for ``worktree`` now (``indexing it now (embedding chunks:
@@ -226,13 +231,16 @@ class RepoWorker:
         finally:
             self.indexing, self.progress, self.indexing_since = None, None, None
 
-    async def _tracked(self, awaitable: Awaitable[T]) -> T:
+    async def _tracked(self, awaitable: Awaitable[T], touch: bool = True) -> T:
         self.busy += 1
+        self.background += not touch
         try:
             return await awaitable
         finally:
             self.busy -= 1
-            self.last_used = time.monotonic()
+            self.background -= not touch
+            if touch:
+                self.last_used = time.monotonic()
 
     # -- events -----------------------------------------------------------------------
     def mark(self, worktree: str, branch: str | None = None) -> None:

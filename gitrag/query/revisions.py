@@ -44,8 +44,9 @@ def resolve(ws: Workspace, rev: str) -> str:
         obj = ws.repo.repo.revparse_single(rev)
         return str(obj.peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
-        detail = str(exc).strip() or type(exc).__name__
-        raise UnknownRevision(f"unknown revision {rev!r} ({detail}); give a tag, a commit or e.g. HEAD~20") from None
+        detail = str(exc).strip().strip("'") or type(exc).__name__
+        why = "" if detail == rev else f" ({detail})"  # git's message is often the name again
+        raise UnknownRevision(f"unknown revision {rev!r}{why}; give a tag, a commit or e.g. HEAD~20") from None
 
 
 def ensure(ws: Workspace, rev: str, progress: Callable[[str, int, int], None] | None = None

@@ -34,7 +34,7 @@ def team_info(m: mirror.Mirror, ws: Workspace, response: AskResponse | None = No
     ahead = repo.distance(commit, head) if head and head != commit and repo.has_commit(commit) else 0
     overlay = response.worktree if response is not None else None
     return {
-        "server": getattr(m.ws.store, "url", ""),  # a ServerStore: the team server's address "collection": m.collection, "published_branch": m.published_branch,
+        "server": getattr(m.ws.store, "url", ""), "collection": m.collection, "published_branch": m.published_branch,
         "published_commit": commit, "generation": int(m.published["gen"]), "commits_ahead": ahead,
         "local_overlay": bool(overlay and overlay.get("searched") and (overlay.get("files") or overlay.get("hidden"))),
         "pulled_paths": m.pulled_paths,

@@ -317,7 +317,7 @@ def notify(hook: str, args: tuple[str, ...]) -> None:
     """Hand one git hook event to the daemon, or spool it when no daemon answers.
 
     This is what the installed hooks run; you do not need to. HOOK is the hook's name
-    (post-commit, post-checkout, post-merge, post-rewrite) and ARGS are the arguments git
+    (post-commit, post-checkout, post-merge, post-rewrite, reference-transaction) and ARGS are the arguments git
     passed it; `--after-rebase GITDIR` before HOOK first waits until the rebase in GITDIR
     has ended. It never prints and always exits 0 (failures go to notify.log in the state
     folder), and imports only the standard library.
@@ -346,7 +346,7 @@ def doctor(repo: str, as_json: bool, deep: bool) -> None:
 @cli.command()
 @REPO
 def mcp(repo: str) -> None:
-    """Serve the index to coding agents over MCP (stdio): search_code, get_symbol,
+    """Serve the index to coding agents over MCP (stdio): search_code, find_related, get_symbol,
     get_symbol_dependencies, get_file_outline, index_status.
 
     \b

@@ -77,7 +77,11 @@ def emit_json(data: Any) -> None:
 
 
 def error(message: str) -> None:
-    __getattr__("err").print(f"[bold red]gitrag: error:[/] {message}", markup=True, highlight=False)
+    """``gitrag: error: message`` on stderr; the message is text, never markup (a fix such as
+    ``pip install 'gitrag[transformer]'`` must print as written)."""
+    from rich.markup import escape
+
+    __getattr__("err").print(f"[bold red]gitrag: error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def info(message: str) -> None:

@@ -10,6 +10,7 @@ minified lines), and aborted through the progress callback after a deadline.
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from typing import Any
 
@@ -36,7 +37,7 @@ GRAMMARS: dict[str, tuple[str, str]] = {
 }
 
 _languages: dict[str, Any] = {}
-_parsers: dict[str, Any] = {}
+_parsers = threading.local()  # by_language: {language: Parser}, one per thread (see get_parser)
 
 
 def get_language(language: str) -> Any:
@@ -58,12 +59,19 @@ def get_language(language: str) -> Any:
 
 
 def get_parser(language: str) -> Any:
-    """The cached ``tree_sitter.Parser`` for ``language``; raises as :func:`get_language`."""
-    parser = _parsers.get(language)
+    """This thread's cached ``tree_sitter.Parser`` for ``language``; raises as :func:`get_language`.
+
+    One per thread: a Parser is not thread-safe (two threads parsing with one crashed the
+    daemon in tree-sitter's C code, its sync worker and its work-tree warm-up chunking at
+    once); a Language is, and stays shared."""
+    parsers = getattr(_parsers, "by_language", None)
+    if parsers is None:
+        parsers = _parsers.by_language = {}
+    parser = parsers.get(language)
     if parser is None:
         from tree_sitter import Parser
 
-        parser = _parsers[language] = Parser(get_language(language))
+        parser = parsers[language] = Parser(get_language(language))
     return parser
 
 

@@ -211,6 +211,9 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
+        if r.worktree.get("truncated"):  # over the overlay's file budget: say what was left out
+            extra += f" ({r.worktree['truncated']} of them not searched: over the overlay's budget of " \
+                     f"{r.worktree.get('files', 0)} files; commit them or run `gitrag index`)"
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 

@@ -181,7 +181,7 @@ def check_embedder(settings: Settings) -> Check:
             return Check("embedder", "ok", f"{settings.embedder}: {embedder.self_check()}")
         embedder.embed_query("gitrag doctor")
     except GitragError as exc:
-        return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README: embedders")
+        return Check("embedder", "fail", f"{settings.embedder}: {exc}", "see README.md, \"Configuration\" (embedder) and \"Install it as a tool\" (the transformer extra)")
     ms = (time.perf_counter() - t0) * 1000
     return Check("embedder", "ok", f"{settings.embedder}: dim {embedder.dim}, embedded a query in {ms:.0f} ms")
 
@@ -249,7 +249,7 @@ def check_lag(repo: GitRepo) -> list[Check]:
             checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
         else:
             checks.append(Check(f"lag {b.name}", "warn", f"{lag_phrase(repo, head, b.indexed_commit)}: indexed "
-                                f"{str(b.indexed_commit)[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
+                                f"{str(b.indexed_commit or 'nothing')[:12]}, head {head[:12]}", f"gitrag index --repo {repo.root}"))
     return checks
 
 
@@ -290,7 +290,9 @@ def lag_phrase(repo: GitRepo, head: str, indexed: str | None) -> str:
     """How the indexed commit stands to ``head``: ``3 commit(s) behind``; ``1 commit(s) ahead of
     HEAD (HEAD moved back: a reset?)``; ``on another line of history (...)``; ``? commit(s)
     behind`` when the indexed commit is not in the repository any more."""
-    if not indexed or not repo.has_commit(indexed):
+    if not indexed:
+        return "not indexed yet (the first index has not finished)"
+    if not repo.has_commit(indexed):
         return "? commit(s) behind (the indexed commit is gone from the repository)"
     missing, extra = repo.repo.ahead_behind(head, indexed)  # in HEAD only, in the index only
     if extra == 0:

@@ -37,7 +37,8 @@ def _print(data: dict[str, Any]) -> None:
         for b in repo["branches"]:
             mark = "*" if b["current"] else " "
             head = str(b["head"])[:12] if b["head"] else "not checked out"
-            fresh = "up to date" if b["up_to_date"] else f"indexed {str(b['indexed_commit'])[:12]}, head {head}"
+            indexed = str(b["indexed_commit"])[:12] if b["indexed_commit"] else "nothing yet (first index not finished)"
+            fresh = "up to date" if b["up_to_date"] else f"indexed {indexed}, head {head}"
             size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
             output.out.print(f" {mark} {escape(_pad(b['name'], 24))} {fresh:<40} {b['points']:>7} points  {size}")
             if b["current"] and b.get("skipped"):
