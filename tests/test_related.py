@@ -95,3 +95,17 @@ def test_mcp_find_related(copies: Repo, tmp_path) -> None:
         assert "repository-relative" in bad or "absolute" in bad
 
     _drive(copies.path, tmp_path, body)
+
+
+def test_a_location_typed_in_a_subfolder_or_absolute_names_the_same_file(copies: Repo) -> None:
+    """A user in ``algo/`` types ``merge.py:8`` (what tab completion gives), or an absolute
+    path: both mean ``algo/merge.py:8``; a path that names nothing still says so."""
+    want = _related(copies, "algo/merge.py:8")["located"]
+    for where, cwd in (("merge.py:8", copies.path / "algo"), (f"{copies.path / 'algo' / 'merge.py'}:8", copies.path)):
+        proc = subprocess.run([sys.executable, "-m", "gitrag", "related", where, "--repo", str(copies.path), "--json"],
+                              cwd=cwd, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["located"] == want
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "related", "nothing.py:3", "--repo", str(copies.path)],
+                          cwd=copies.path / "algo", capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "nothing.py" in proc.stderr and "Traceback" not in proc.stderr

@@ -16,6 +16,7 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     from gitrag.surfaces.commands.ask import _print
 
     where, line = parse_location(location)
+    where = _repository_path(where, repo)
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None
     args = {"location": f"{where}:{line}", "k": k, "path": path, "lang": lang, "exclude": list(exclude),
             "worktree": worktree, "offset": offset}
@@ -40,3 +41,24 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
                      markup=False)
     _print(routing.response_from_json(data))
     return EXIT_OK
+
+
+def _repository_path(where: str, repo: str) -> str:
+    """``where`` as the index spells it (relative to the repository's root, ``/``-separated).
+    A path as a shell gives it (relative to the current folder, e.g. typed in a subfolder
+    with tab completion, or absolute) names the same file when no such repository-relative
+    file exists; anything else is left as it is, for the index to say what it holds."""
+    import os
+    from pathlib import Path
+
+    from gitrag.git.repo import GitRepo
+
+    root = GitRepo(repo).root
+    if not os.path.isabs(where) and (root / where).exists():
+        return where
+    here = Path(where) if os.path.isabs(where) else Path.cwd() / where
+    try:
+        rel = here.resolve().relative_to(root.resolve())
+    except ValueError:  # outside the repository
+        return where
+    return rel.as_posix() if here.exists() else where
