@@ -454,3 +454,22 @@ def test_doctor_warns_when_git_runs_no_reference_transaction_hook(repo: Repo, tm
     from gitrag.git import hooks as install
 
     assert install.ref_hook_runs()  # the real git here is newer
+
+
+def test_an_installed_repository_answered_without_its_daemon_says_the_daemon_is_not_running(repo: Repo) -> None:
+    """A new user killed the daemon (or it crashed): every later ask said only `run gitrag
+    index`. For an installed repository the freshness line now says the daemon is not
+    running and how to start it; a repository never installed keeps the plain advice."""
+    from gitrag.daemon import registry
+    from tests.gitutil import index
+
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    index(repo.path)
+    repo.write("b.py", "def beta():\n    return 2\n")
+    repo.commit("second")  # no hook installed: the index lags one commit
+    plain = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer")
+    assert "run `gitrag index`" in plain.stdout and "daemon" not in plain.stdout
+    registry.add(repo.path / ".git")
+    told = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer")
+    assert "the daemon that keeps it current is not running: `gitrag daemon` starts it" in told.stdout, told.stdout

@@ -41,6 +41,9 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
                                                       tuple(exclude), files, more)
     blames = _blames(repo, response) if blame else None
     written = _answer(settings, response, no_answer, as_json)
+    todo = catching_up  # what the freshness line says to do about a lagging index
+    if routed is None and todo is None and response.freshness is not None and not response.freshness.up_to_date:
+        todo = _no_daemon_hint(repo)
     if as_json:
         if written is None:
             from gitrag.query.answer import Answer
@@ -52,11 +55,26 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
             res["blame"] = b
         output.emit_json(data)
     elif response.files is not None:
-        _print_files(response, catching_up, _none_found(path, lang, exclude))
+        _print_files(response, todo, _none_found(path, lang, exclude))
     else:
-        _print(response, snippets=not (written and written.text), catching_up=catching_up,
+        _print(response, snippets=not (written and written.text), catching_up=todo,
                none=_none_found(path, lang, exclude), blames=blames)
     return EXIT_OK
+
+
+def _no_daemon_hint(repo: str) -> str | None:
+    """For an installed repository answered without a daemon (killed, crashed, never
+    restarted): say so, since the hooks' events now wait in the spool; None otherwise."""
+    from gitrag.daemon import registry
+    from gitrag.git.repo import GitRepo
+
+    try:
+        installed = registry.is_registered(GitRepo(repo).common_dir)
+    except Exception:  # noqa: BLE001 - a hint only: the answer stands without it
+        return None
+    if not installed:
+        return None
+    return "the daemon that keeps it current is not running: `gitrag daemon` starts it, `gitrag index` catches up now"
 
 
 def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_answer: bool, expand: int,
