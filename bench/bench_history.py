@@ -237,6 +237,7 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=10_000)
     ap.add_argument("--part", action="append", choices=["index", "log", "blame"], help="run only these parts")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--record", type=Path, metavar="FILE", help="also write the figures as a results file (bench/results/README.md)")
     args = ap.parse_args()
     parts = args.part or ["index", "log", "blame"]
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-history-"))
@@ -248,6 +249,10 @@ def main() -> int:
     if "blame" in parts:
         out["blame"] = blame_cost(args.click, tmp)
     print(json.dumps(out, indent=1))
+    if args.record:
+        import record  # bench/record.py, beside this script
+        record.write(args.record, title="Commit history", issue=[20, 24], subject="history",
+                     tables=[record.key_values(part, figures) for part, figures in out.items()])
     return 0
 
 

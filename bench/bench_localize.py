@@ -377,6 +377,7 @@ def main() -> int:
     ap.add_argument("--per-repo", type=int, default=0, help="at most N issues per repository (the oldest)")
     ap.add_argument("--results", type=Path, help="write one JSON line per issue here")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    ap.add_argument("--record", type=Path, metavar="FILE", help="also write the figures as a results file (bench/results/README.md)")
     ap.add_argument("--diagnose", type=Path, metavar="RESULTS",
                     help="only read a --results file and print what kinds of files win wrongly (JSON)")
     ap.add_argument("--misses", type=Path, nargs="+", metavar="RESULTS",
@@ -402,7 +403,7 @@ def main() -> int:
         return 0
     if args.summarize:
         rows = [json.loads(x) for f in args.summarize for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
-        report(rows, "(from results files)", {}, 0.0, 0.0, args.json)
+        _record(args.record, report(rows, "(from results files)", {}, 0.0, 0.0, args.json))
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
@@ -533,12 +534,12 @@ def main() -> int:
     if out_fh:
         out_fh.close()
     methods = ["gitrag", *(f"gitrag-{s}" for s in args.ablate), "bm25"]
-    report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json, methods)
+    _record(args.record, report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json, methods))
     return 0
 
 
 def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds: float, index_s: float,
-           as_json: bool, methods: list[str] | None = None) -> None:
+           as_json: bool, methods: list[str] | None = None) -> dict:
     """Print the per-language table (or JSON) of ``results`` (one row per issue) for ``methods``
     (default: the methods the rows hold)."""
     if methods is None:
@@ -555,7 +556,7 @@ def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds:
     }
     if as_json:
         print(json.dumps(summary, indent=1))
-        return
+        return summary
     print(f"embedder {embedder}; {len(results)} issues in {summary['repositories']} repositories; "
           f"file Acc@k and function recall@{FUNC_K} in %")
     print("| language | n | method | Acc@1 | Acc@3 | Acc@5 | Acc@10 | func R@5 |")
@@ -567,6 +568,18 @@ def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds:
             print(f"| {lang} | {m['n']} | {method} | {cells} |")
     for repo, why in skipped.items():
         print(f"skipped {repo}: {why}")
+    return summary
+
+
+def _record(path: Path | None, summary: dict) -> None:
+    """Write ``summary`` (report's) as a results file at ``path`` (bench/results/README.md), if given."""
+    if path:
+        import record  # bench/record.py, beside this script
+        rows = {f"{lang} {m}": v for lang, ms in [*summary["by_language"].items(), ("overall", summary["overall"])]
+                for m, v in ms.items()}
+        record.write(path, title="Localization on real issues", issue=20, subject="localization",
+                     tables=[record.by_row(f"file Acc@k and function recall in %, embedder {summary['embedder']}",
+                                           rows, "language, method", digits=1)])
 
 
 if __name__ == "__main__":

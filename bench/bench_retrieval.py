@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("--embedder", default=None, help="GITRAG_EMBEDDER for this run (default: the settings')")
     ap.add_argument("--only", action="append", default=[], help="run only these sets (repeatable)")
     ap.add_argument("--json", action="store_true", help="print the numbers as JSON instead of a table")
+    ap.add_argument("--record", type=Path, metavar="FILE", help="also write the figures as a results file (bench/results/README.md)")
     args = ap.parse_args()
     if args.embedder:
         os.environ["GITRAG_EMBEDDER"] = args.embedder
@@ -122,6 +123,11 @@ def main() -> int:
         if len(semble) == 3:
             row["semble mean"] = sum(semble) / 3
         row["p50 ms"] = _p50(latencies[v])
+    if args.record:
+        import record  # bench/record.py, beside this script
+        record.write(args.record, title=f"Shared sets, every stage ({embedder})", issue=11, subject="retrieval",
+                     tables=[record.by_row("nDCG@10 for the semble sets, MRR@10 for click; -STAGE = hybrid without it",
+                                           table, "variant", digits=3)])
     if args.json:
         print(json.dumps({"embedder": embedder, "variants": table, "p50_ms_20kb": big_p50}, indent=1))
         return 0

@@ -358,6 +358,7 @@ def main() -> None:
     ap.add_argument("--skip-semble", action="store_true")
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--record", type=Path, metavar="FILE", help="also write the figures as a results file (bench/results/README.md)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     py = None if args.skip_semble else semble_python(args.semble_venv or args.work / "semble-venv")
@@ -385,6 +386,10 @@ def main() -> None:
         if args.out:
             with args.out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
+    if args.record and rows:
+        import record  # bench/record.py, beside this script
+        record.write(args.record, title="Scale: gitrag against semble", issue=21, subject="indexing",
+                     tables=[record.side_by_side("per tree", {r["tree"]: r for r in rows})])
 
 
 if __name__ == "__main__":

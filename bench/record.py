@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -224,8 +225,21 @@ def write(path: Path, *, title: str, issue: int | list[int], text: str = "",
     if found:
         raise ResultsError(f"{path}: {found[0]}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(dumps(data), encoding="utf-8")
     return data
+
+
+_FLAT_LIST = re.compile(r"\[\n([^\[\]{}]*?)\n\s*\]")
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """``data`` as indented JSON with each list of plain values (a table's row, its columns, the
+    commands; not long notes) on one line, so a changed figure is a one-line diff."""
+    def one_line(m: re.Match[str]) -> str:
+        items = [x.strip().removesuffix(",") for x in m.group(1).split("\n")]
+        return "[" + ", ".join(items) + "]" if all(len(x) <= 200 for x in items) else m.group(0)
+
+    return _FLAT_LIST.sub(one_line, json.dumps(data, indent=1, ensure_ascii=False)) + "\n"
 
 
 def table(caption: str, columns: list[str], rows: list[list[Any]], digits: int | list[int | None] | None = None
@@ -235,3 +249,43 @@ def table(caption: str, columns: list[str], rows: list[list[Any]], digits: int |
     if digits is not None:
         out["digits"] = digits
     return out
+
+
+# -- tables from a bench script's JSON -------------------------------------------------------------
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested dict as {"a.b": leaf}; a list of numbers or strings becomes one "x / y / z" cell."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list):
+        return {prefix: " / ".join(str(v) for v in value)} if all(_cell(v) for v in value) else {}
+    return {prefix: value if _cell(value) else str(value)}
+
+
+def key_values(caption: str, mapping: dict[str, Any]) -> dict[str, Any]:
+    """A two-column table (measure, value) of a (nested) dict a script printed as JSON."""
+    return table(caption, ["measure", "value"], [[k, v] for k, v in _flat(mapping).items()])
+
+
+def by_row(caption: str, rows: dict[str, dict[str, Any]], first: str, digits: int | None = None) -> dict[str, Any]:
+    """A table with one row per key of ``rows`` and one column per (flattened) field, in the order
+    first seen; a field a row lacks is null."""
+    flat = {name: _flat(fields) for name, fields in rows.items()}
+    columns: list[str] = []
+    for fields in flat.values():
+        columns += [c for c in fields if c not in columns]
+    return table(caption, [first, *columns], [[name, *(fields.get(c) for c in columns)] for name, fields in flat.items()],
+                 digits=None if digits is None else [None, *([digits] * len(columns))])
+
+
+def side_by_side(caption: str, columns: dict[str, dict[str, Any]], first: str = "measure") -> dict[str, Any]:
+    """A table with one column per key of ``columns`` (a tree, a run) and one row per (flattened) field."""
+    flat = {name: _flat(fields) for name, fields in columns.items()}
+    keys: list[str] = []
+    for fields in flat.values():
+        keys += [k for k in fields if k not in keys]
+    return table(caption, [first, *flat], [[k, *(fields.get(k) for fields in flat.values())] for k in keys])

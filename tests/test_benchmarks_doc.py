@@ -113,3 +113,26 @@ def test_record_write_fills_in_the_run_and_reads_back(tmp_path: Path) -> None:
     with pytest.raises(record.ResultsError, match="rows"):
         record.write(tmp_path / "bad.json", title="x", issue=20, tables=[{"caption": "", "columns": ["a"], "rows": []}])
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_a_bench_script_records_its_figures_in_the_format(tmp_path: Path) -> None:
+    """bench_localize.py --summarize (no index needed) --record: a results file the renderer takes."""
+    def ranks(rank: int) -> dict[str, float]:
+        return {"first_rank": rank, "acc@1": float(rank <= 1), "acc@3": float(rank <= 3), "acc@5": float(rank <= 5),
+                "acc@10": 1.0, "func_recall@5": 0.5}
+    rows = [{"language": lang, "repo": f"o/r{i}", "instance": f"x-{i}", "gitrag": ranks(rank), "bm25": ranks(9)}
+            for i, (lang, rank) in enumerate([("python", 1), ("python", 4), ("rust", 2)])]
+    issues = tmp_path / "r.jsonl"
+    issues.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    results = tmp_path / "results"
+    got = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_localize.py"), "--summarize", str(issues),
+                          "--record", str(results / "localize.json")],
+                         cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+    assert got.returncode == 0, got.stderr
+    data = record.load(results / "localize.json")
+    assert data["issue"] == 20 and "--summarize" in data["commands"][0]
+    rows_by_name = {r[0]: r for r in data["tables"][0]["rows"]}
+    assert rows_by_name["overall gitrag"][1:3] == [3, 100.0 / 3] and rows_by_name["python gitrag"][2] == 50.0
+    out = tmp_path / "B.md"
+    assert render("--write", "--results", str(results), "--out", str(out)).returncode == 0
+    assert "| overall gitrag | 3 | 33.3 |" in out.read_text(encoding="utf-8")
