@@ -83,12 +83,12 @@ def render_table(table: dict[str, Any]) -> str:
 
 
 def _measured(data: dict[str, Any], source: str) -> str:
+    """The line under a section's commands: issue, when, commit, machine, results file."""
     m = data["measured"]
     issues = data["issue"] if isinstance(data["issue"], list) else [data["issue"]]
-    when = ", ".join(x for x in (m.get("date", ""), f"commit `{m['commit']}`" if m.get("commit") else "") if x)
-    parts = [f"Issue {', '.join(str(i) for i in issues)}", f"measured {when}" if when else "",
-             f"machine: {m['machine']}", f"results: `{source}`"]
-    return "*" + "; ".join(p for p in parts if p) + ".*"
+    parts = [f"Issue {', '.join(str(i) for i in issues)}", f"measured: {m['date']}" if m.get("date") else "",
+             f"commit `{m['commit']}`" if m.get("commit") else "", f"machine: {m['machine']}", f"figures: `{source}`"]
+    return "*" + " · ".join(p for p in parts if p) + "*"
 
 
 def render_section(data: dict[str, Any], source: str) -> str:
