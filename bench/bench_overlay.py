@@ -96,7 +96,19 @@ def main() -> None:
     ap.add_argument("--behind", type=int, default=50)
     ap.add_argument("--only", choices=("overlay", "daemon", "rev"), help="run one of the parts")
     ap.add_argument("--delays", default="0,1,3", help="daemon part: seconds between the edits and the first ask")
+    ap.add_argument("--record", type=Path, metavar="FILE", help="also write the printed figures as a results file (bench/results/README.md)")
     args = ap.parse_args()
+    if args.record:
+        import record  # bench/record.py, beside this script
+        with record.capture() as out:
+            run(args)
+        record.write(args.record, title="Work-tree overlay and ask --rev", issue=24, subject="history",
+                     tables=[record.printed("as printed by the run (p50s)", out.getvalue())])
+    else:
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-bench-overlay-"))
     os.environ["GITRAG_HOME"] = str(tmp / "home")
     os.environ.pop("GITRAG_EMBEDDER", None)

@@ -8,6 +8,7 @@ with ``record.write(path, title=..., ...)`` (``--record FILE`` on the scripts th
     problems(data) -> [str]     what is wrong with a loaded JSON value ([] when it is valid)
     write(path, **fields)       check the fields and write them (indented, keys in order)
     command_line() -> str       how this process was started, as a results "commands" entry
+    key_values, by_row, side_by_side, printed: tables from what a script printed (JSON or text)
 
 Standard library only: a bench script imports it with ``import record`` (bench/ is the
 script's folder) and a test with ``from bench import record``.
@@ -15,13 +16,16 @@ script's folder) and a test with ``from bench import record``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import io
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +293,43 @@ def side_by_side(caption: str, columns: dict[str, dict[str, Any]], first: str = 
     for fields in flat.values():
         keys += [k for k in fields if k not in keys]
     return table(caption, [first, *flat], [[k, *(fields.get(k) for fields in flat.values())] for k in keys])
+
+
+class _Tee(io.StringIO):
+    """A text stream that keeps what is written to it and passes it on to the stream it wraps."""
+
+    def __init__(self, out: Any) -> None:
+        super().__init__()
+        self._out = out
+
+    def write(self, text: str) -> int:
+        self._out.write(text)
+        return super().write(text)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[io.StringIO]:
+    """Print as usual and keep a copy: for a script that reports in text (``printed`` makes its table)."""
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield tee
+
+
+def printed(caption: str, text: str) -> dict[str, Any]:
+    """A table (part, figure) of a script's printed report: each indented line a figure of the part
+    named by the unindented line above it; blank lines dropped."""
+    rows: list[list[Any]] = []
+    part = ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line[:1].isspace():
+            rows.append([part, line.strip()])
+        else:
+            part = line.strip()
+            rows.append([part, ""])
+    rows = [r for i, r in enumerate(rows) if r[1] or i + 1 == len(rows) or rows[i + 1][0] != r[0]]
+    return table(caption, ["part", "figure"], rows or [["", "(nothing printed)"]])

@@ -136,3 +136,24 @@ def test_a_bench_script_records_its_figures_in_the_format(tmp_path: Path) -> Non
     out = tmp_path / "B.md"
     assert render("--write", "--results", str(results), "--out", str(out)).returncode == 0
     assert "| overall gitrag | 3 | 33.3 |" in out.read_text(encoding="utf-8")
+
+
+def test_a_printed_report_becomes_a_table_part_by_part(capsys: pytest.CaptureFixture[str]) -> None:
+    """What bench_overlay.py --record keeps of its text report."""
+    with record.capture() as out:
+        print("indexed click: 1949 chunks in 21.0 s")
+        print("\n20 dirty files of 500 lines")
+        print("  first ask:  overlay  108.0 ms  committed 35.0 ms")
+        print("  cached:     overlay    2.3 ms")
+        print("\n--rev HEAD~50: 77 files differ")
+        print("  asked again: 0.09 s")
+    assert "cached:     overlay    2.3 ms" in capsys.readouterr().out  # still printed
+    got = record.printed("p50s", out.getvalue())
+    assert got["columns"] == ["part", "figure"]
+    assert got["rows"] == [
+        ["indexed click: 1949 chunks in 21.0 s", ""],
+        ["20 dirty files of 500 lines", "first ask:  overlay  108.0 ms  committed 35.0 ms"],
+        ["20 dirty files of 500 lines", "cached:     overlay    2.3 ms"],
+        ["--rev HEAD~50: 77 files differ", "asked again: 0.09 s"],
+    ]
+    assert record.problems(good(tables=[got])) == []
