@@ -45,7 +45,9 @@ SUBJECTS: list[tuple[str, str]] = [
     ("team", "Team server"),
     ("other", "Other figures"),
 ]
-#: A file without a "subject" goes where its issue's work belongs (the issues of the tracker).
+#: A file without a "subject" goes where its file name says (a topic another issue's work measured),
+#: else where its issue's work belongs (the issues of the tracker).
+NAME_SUBJECT: dict[str, str] = {"scale-disk": "storage", "integrity-cost": "integrity", "overlay": "history"}
 ISSUE_SUBJECT: dict[int, str] = {
     2: "indexing", 3: "indexing", 4: "indexing", 5: "hooks", 6: "retrieval", 7: "queries",
     11: "retrieval", 12: "indexing", 15: "storage", 20: "localization", 21: "indexing",
@@ -63,11 +65,14 @@ class ResultsError(ValueError):
     """A results file that cannot be read or does not follow the format; str() is one line."""
 
 
-def subject_of(data: dict[str, Any]) -> str:
-    """The subject a checked results file belongs to: its "subject" field, else its issue's
-    (``ISSUE_SUBJECT``; the first listed issue of a list), else "other"."""
+def subject_of(data: dict[str, Any], name: str = "") -> str:
+    """The subject a checked results file (named ``name``, e.g. "scale-disk.json") belongs to: its
+    "subject" field, else its name's (``NAME_SUBJECT``), else its issue's (``ISSUE_SUBJECT``; the
+    first listed issue of a list that has one), else "other"."""
     if "subject" in data:
         return str(data["subject"])
+    if Path(name).stem in NAME_SUBJECT:
+        return NAME_SUBJECT[Path(name).stem]
     issues = data["issue"] if isinstance(data["issue"], list) else [data["issue"]]
     return next((ISSUE_SUBJECT[i] for i in issues if i in ISSUE_SUBJECT), "other")
 
@@ -116,7 +121,8 @@ def problems(data: Any) -> list[str]:
     if not isinstance(data, dict):
         return ["the file does not hold a JSON object"]
     out = [f"no {k!r} field" for k in REQUIRED if k not in data]
-    out += [f"unknown field {k!r}" for k in data if k not in REQUIRED + OPTIONAL]
+    out += [f"unknown field {k!r} (the format's fields: {', '.join(REQUIRED + OPTIONAL)})"
+            for k in data if k not in REQUIRED + OPTIONAL]
     if out:
         return out
     if not isinstance(data["title"], str) or not data["title"].strip():
@@ -131,7 +137,8 @@ def problems(data: Any) -> list[str]:
     if not isinstance(measured, dict):
         out.append("'measured' is not an object")
     else:
-        out += [f"'measured' has an unknown field {k!r}" for k in measured if k not in MEASURED]
+        out += [f"'measured' has an unknown field {k!r} (its fields: {', '.join(MEASURED)})"
+                for k in measured if k not in MEASURED]
         if not isinstance(measured.get("machine"), str) or not measured["machine"].strip():
             out.append("'measured.machine' is missing (say the cores and the load, e.g. '2 cores, shared, load 8-15')")
         out += [f"'measured.{k}' is not a string" for k in ("date", "commit")

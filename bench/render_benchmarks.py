@@ -111,7 +111,7 @@ def render(folder: Path = record.RESULTS) -> str:
     order = [s for s, _ in record.SUBJECTS]
     grouped: dict[str, list[tuple[int, str, dict[str, Any]]]] = {s: [] for s in order}
     for path, data in files:
-        grouped[record.subject_of(data)].append((int(data.get("order", 0)), path.name, data))
+        grouped[record.subject_of(data, path.name)].append((int(data.get("order", 0)), path.name, data))
     parts = [PREAMBLE]
     contents = []
     for subject, heading in record.SUBJECTS:

@@ -65,12 +65,14 @@ def test_a_new_results_file_is_picked_up_in_its_issues_section(tmp_path: Path) -
     shutil.copytree(ROOT / "bench" / "results", results)
     (results / "widget.json").write_text(json.dumps(good()), encoding="utf-8")
     (results / "zz-unknown.json").write_text(json.dumps(good(title="Gadgets", issue=999)), encoding="utf-8")
+    (results / "scale-disk.json").write_text(json.dumps(good(title="Disk per chunk", issue=21)), encoding="utf-8")
     out = tmp_path / "B.md"
     assert render("--write", "--results", str(results), "--out", str(out)).returncode == 0
     text = out.read_text(encoding="utf-8")
     localization, indexing = text.index("## Localization on real issues"), text.index("## Indexing and scale")
     assert localization < text.index("### Widget speed") < indexing  # issue 20's section
     assert text.index("## Other figures") < text.index("### Gadgets")  # an issue with no section: the last one
+    assert text.index("## Storage") < text.index("### Disk per chunk") < text.index("## Queries")  # by its name
     assert "| round | 3 | 0.850 |" in text and "| square | 4 | – |" in text
     assert "python bench/bench_widget.py --rounds 3" in text and "commit `abc1234`" in text
     assert render("--check", "--out", str(ROOT / "BENCHMARKS.md"), "--results", str(results)).returncode == 1
