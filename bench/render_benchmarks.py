@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,17 +92,49 @@ def _measured(data: dict[str, Any], source: str) -> str:
     return "*" + " · ".join(p for p in parts if p) + "*"
 
 
+WIDTH = 100
+#: a word that would change what a line means if it started one (a list item, a quote, a heading,
+#: a table row, an ordered item): kept on the line of the word before it
+_LEADING = re.compile(r"^(?:[-+*>|=]+|#+|\d+[.)])$|^\|")
+
+
+def _fill(words: list[str], first: str, rest: str) -> list[str]:
+    units: list[str] = []
+    for word in words:
+        if units and _LEADING.match(word):
+            units[-1] += " " + word
+        else:
+            units.append(word)
+    lines: list[str] = []
+    line, empty = first, True
+    for unit in units:
+        if not empty and len(line) + 1 + len(unit) > WIDTH:
+            lines.append(line)
+            line = rest + unit
+        else:
+            line += unit if empty else " " + unit
+        empty = False
+    return lines + [line]
+
+
+def _wrap(text: str, first: str = "", rest: str = "") -> str:
+    """Markdown prose filled to WIDTH columns, paragraph by paragraph (words are never split, and no
+    line starts with a word Markdown would read as a list item, a quote or a heading)."""
+    paragraphs = [p.split() for p in text.strip().split("\n\n") if p.strip()]
+    return f"\n{rest}\n".join("\n".join(_fill(p, first if i == 0 else rest, rest)) for i, p in enumerate(paragraphs))
+
+
 def render_section(data: dict[str, Any], source: str) -> str:
     """One results file as a ``###`` section."""
     out = [f"### {data['title']}", ""]
     if data.get("text", "").strip():
-        out += [data["text"].strip(), ""]
-    out += ["```sh", *data["commands"], "```", "", _measured(data, source), ""]
+        out += [_wrap(data["text"]), ""]
+    out += ["```sh", *data["commands"], "```", "", _wrap(_measured(data, source)), ""]
     for table in data.get("tables", []):
         out += [render_table(table), ""]
-    notes = [n.strip() for n in data.get("notes", []) if n.strip()]
+    notes = [n for n in data.get("notes", []) if n.strip()]
     if notes:
-        out += ["- " + n.replace("\n", "\n  ") for n in notes] + [""]
+        out += [_wrap(n, "- ", "  ") for n in notes] + [""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -118,7 +151,7 @@ def render(folder: Path = record.RESULTS) -> str:
         entries = sorted(grouped[subject], key=lambda e: (e[0], e[1]))
         if not entries:
             continue
-        contents.append(f"- {heading}: " + "; ".join(d["title"] for _, _, d in entries))
+        contents.append(_wrap(f"{heading}: " + "; ".join(d["title"] for _, _, d in entries), "- ", "  "))
         body = [f"## {heading}", ""]
         for _, name, data in entries:
             rel = (folder / name).resolve()

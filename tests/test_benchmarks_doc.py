@@ -159,3 +159,17 @@ def test_a_printed_report_becomes_a_table_part_by_part(capsys: pytest.CaptureFix
         ["--rev HEAD~50: 77 files differ", "asked again: 0.09 s"],
     ]
     assert record.problems(good(tables=[got])) == []
+
+
+def test_prose_is_filled_without_starting_a_line_markdown_would_misread() -> None:
+    from bench import render_benchmarks
+
+    for shift in range(12):
+        text = "w" * shift + " " + " ".join(f"0.{i:03d} > 0.787 - 1. + # | x" for i in range(40))
+        filled = render_benchmarks._wrap(text, "- ", "  ")
+        lines = filled.splitlines()
+        assert lines[0].startswith("- ") and all(line.startswith("  ") for line in lines[1:])
+        assert all(len(line) <= render_benchmarks.WIDTH for line in lines)
+        for line in lines[1:]:
+            assert line.split()[0] not in {">", "-", "1.", "+", "#", "|"}, line
+        assert filled.replace("\n  ", " ")[2:] == text
