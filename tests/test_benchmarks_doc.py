@@ -165,7 +165,7 @@ def test_prose_is_filled_without_starting_a_line_markdown_would_misread() -> Non
     from bench import render_benchmarks
 
     for shift in range(12):
-        text = "w" * shift + " " + " ".join(f"0.{i:03d} > 0.787 - 1. + # | x" for i in range(40))
+        text = "w" * (shift + 1) + " " + " ".join(f"0.{i:03d} > 0.787 - 1. + # | x" for i in range(40))
         filled = render_benchmarks._wrap(text, "- ", "  ")
         lines = filled.splitlines()
         assert lines[0].startswith("- ") and all(line.startswith("  ") for line in lines[1:])
