@@ -162,7 +162,7 @@ class Policy:
 
     def by_size(self, size: int) -> str | None:
         """A skip reason from the blob's size in bytes (checked before reading it), else None."""
-        return f"larger than {self.max_file_bytes} bytes" if size > self.max_file_bytes else None
+        return size_reason(size, self.max_file_bytes)
 
     def by_content(self, data: bytes, path: str = "") -> str | None:
         """A skip reason from the blob's bytes, else None. With ``path`` (once :meth:`by_path`
@@ -173,6 +173,11 @@ class Policy:
         """Whether :meth:`by_path` found ``path`` re-included by the user (a ``.gitragignore``
         negation, ``linguist-*=false``): then no default skips it by content either."""
         return path in self._included
+
+
+def size_reason(size: int, max_file_bytes: int) -> str | None:
+    """The skip reason for a blob of ``size`` bytes over the ``max_file_bytes`` limit, else None."""
+    return f"larger than {max_file_bytes} bytes" if size > max_file_bytes else None
 
 
 def content_reason(data: bytes, path: str = "", reincluded: bool = False) -> str | None:

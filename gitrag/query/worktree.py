@@ -47,7 +47,7 @@ from gitrag.git.repo import Entry, is_utf8
 from gitrag.index import sparse
 from gitrag.index.chunking import CHUNKER_VERSION, analyze
 from gitrag.index.embedders.base import embed_partial
-from gitrag.index.policy import DEFAULT_PATTERNS, IGNORE_FILE, Policy
+from gitrag.index.policy import DEFAULT_PATTERNS, IGNORE_FILE, Policy, content_reason, size_reason
 from gitrag.index.state import Branch
 from gitrag.index.store import Hit, SearchFilter, SparseVec
 from gitrag.index.symbols import Definition, SymbolIndex
@@ -436,9 +436,7 @@ def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
         if key in _verdicts:
             reason = _verdicts[key]
         else:
-            if not policy:
-                policy.append(_WorktreePolicy(ws, head, ignore))
-            reason = _reason(policy[0], path, blob, mode, info.st_size, data) if head else None
+            reason = _reason(ws, policy, head, ignore, path, blob, mode, info.st_size, data) if head else None
             if blob:
                 _verdicts[key] = reason
                 while len(_verdicts) > CACHE_FILES:
@@ -564,12 +562,27 @@ def _provisional(ws: Workspace, branch: Branch, hidden: frozenset[str], path: st
 _graphs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
 
-def _reason(policy: Policy, path: str, blob: str, mode: int, size: int, data: bytes) -> str | None:
-    reason = policy.by_path(Entry(path, blob, mode))
+def _reason(ws: Workspace, policy: list[Policy], head: str, ignore: str, path: str, blob: str, mode: int, size: int,
+            data: bytes) -> str | None:
+    """The policy's skip reason for a work-tree file, else None. What the path alone decides
+    (ignore patterns, .gitattributes at ``head``: a git attribute lookup each) is memoised
+    per (head, ignore file, path, mode), so an edited file is judged again by its bytes only."""
+    key = (str(ws.data_dir), head, ignore, path, str(mode))
+    by_path = _path_verdicts.get(key)
+    if by_path is None:
+        if not policy:
+            policy.append(_WorktreePolicy(ws, head, ignore))
+        by_path = _path_verdicts[key] = (policy[0].by_path(Entry(path, blob, mode)), policy[0].reincluded(path))
+        while len(_path_verdicts) > CACHE_FILES:
+            _path_verdicts.popitem(last=False)
+    reason, reincluded = by_path
     if reason:
         return reason
-    reason = policy.by_size(size)
-    return reason or policy.by_content(data, path)
+    return size_reason(size, ws.settings.max_file_bytes) or content_reason(data, path, reincluded)
+
+
+# (data dir, head, ignore, path, mode) -> (by_path's reason, re-included by the user)
+_path_verdicts: OrderedDict[tuple[str, ...], tuple[str | None, bool]] = OrderedDict()
 
 
 def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool = True,
