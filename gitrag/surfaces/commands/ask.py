@@ -21,7 +21,9 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False, worktree: bool = True,
         offset: int = 0, rev: str = "") -> int:
     from gitrag.daemon import routing
+    from gitrag.surfaces.shellpath import repository_prefix
 
+    path = repository_prefix(path, repo)  # `./doc`, `doc/`, an absolute path, one relative to a subfolder
     if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
         from gitrag.index.store.base import SearchFilter
 
