@@ -326,6 +326,25 @@ class Service:
 
         return await worker.serial(run)
 
+    async def cmd_integrity(self, repo: str, deep: Any = False) -> dict[str, Any]:
+        """``gitrag doctor``'s integrity check (gitrag.index.integrity.audit) run here, where the
+        store is open, after the queued syncs (a deep check drops cache rows that fail their
+        digests): ``{"indexed": bool, "problems": [str], "points": int, "rows": int, "ms": float}``."""
+        from gitrag.index import integrity
+
+        worker, root = self.worker_for(repo)
+
+        def run() -> dict[str, Any]:
+            t0 = time.perf_counter()
+            ws = worker.workspace(root)
+            if not ws.state.branches():
+                return {"indexed": False, "problems": [], "points": 0, "rows": 0, "ms": 0.0}
+            problems, counts = integrity.audit(ws, bool(deep))
+            return {"indexed": True, "problems": problems, "points": counts["points"], "rows": counts["rows"],
+                    "ms": (time.perf_counter() - t0) * 1000}
+
+        return await worker.serial(run)
+
     async def cmd_release(self, repo: str) -> dict[str, Any]:
         """Close the repository's workspace (its store) unless a sync or read is in flight, so
         a command that needs the store in its own process (``gitrag eval``) can open it; the
