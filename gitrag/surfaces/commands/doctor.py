@@ -80,7 +80,7 @@ def check_hooks(repo: GitRepo) -> Check:
     python = _hook_python(slot(target.folder, HOOKS[0]))
     if python and not os.access(python, os.X_OK):
         return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")
-    lines = explain(target)
+    lines = explain(target, repo.root)
     if lines:
         return Check("hooks", "fail", f"core.hooksPath={target.hooks_path}: the project's hooks do not call gitrag's",
                      "add: " + "; ".join(lines))
