@@ -67,3 +67,54 @@ def test_the_lines_install_prints_for_a_project_hooks_folder_can_be_committed(
     done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c"], cwd=clone,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_the_catch_up_wait_is_a_deadline_even_when_the_daemon_is_loaded(repo: Repo) -> None:
+    """A new user's ask waited 11 s with GITRAG_ASK_WAIT=3: the daemon polled "is the index at
+    HEAD?" through its thread pool, and under load that one look took longer than the whole
+    wait. Here the daemon's real worker (its sync thread busy with another job, every thread of
+    the pool busy) catches up a real repository one commit behind: the wait ends at its
+    deadline, not when the look comes back, and the sync still runs once the load is gone."""
+    import asyncio
+    import threading
+    import time
+
+    from gitrag.daemon import catchup
+    from gitrag.daemon.worker import RepoWorker
+    from gitrag.index.workspace import open_workspace
+    from tests.gitutil import index
+
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    index(repo.path)
+    repo.write("b.py", "def beta():\n    return 2\n")
+    head = repo.commit("second")
+    root = str(repo.path)
+
+    async def body() -> tuple[bool, float, str | None]:
+        worker = RepoWorker(str(repo.path / ".git"), open_workspace)
+        loop = asyncio.get_running_loop()
+        load = threading.Event()
+        busy = [asyncio.ensure_future(worker.serial(load.wait, 8.0))]  # another sync on the worker's thread
+        busy += [loop.run_in_executor(None, load.wait, 8.0) for _ in range(64)]  # every pool thread taken
+
+        async def at_head() -> bool:
+            return await worker.read(lambda: catchup.lag(worker.workspace(root))) is None
+
+        t0 = time.monotonic()
+        got = await catchup.catch_up(worker, root, 1.0, at_head)
+        took = time.monotonic() - t0
+        load.set()
+        await asyncio.gather(*busy)
+        deadline = time.monotonic() + 60
+        while worker.catching_up(root) is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        lag = await worker.read(lambda: catchup.lag(worker.workspace(root)))
+        await worker.serial(worker.close)
+        return got, took, lag
+
+    got, took, lag = asyncio.run(body())
+    assert got is False and took < 1.8, took  # GITRAG_ASK_WAIT=1 holds (it took 8 s before)
+    assert lag is None  # the queued sync brought the index to HEAD once the load was gone
+    with open_workspace(repo.path) as ws:
+        assert ws.state.branch("main").indexed_commit == head

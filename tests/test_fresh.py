@@ -244,6 +244,10 @@ def test_past_the_wait_the_answer_says_it_is_behind(installed: Repo) -> None:
     installed.commit("late")
     code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="0")
     assert code == 0 and not data["up_to_date"] and data["commit"] == old
+    text = subprocess.run([sys.executable, "-m", "gitrag", "ask", "late_function", "--repo", str(installed.path),
+                           "--no-answer"], capture_output=True, text=True, env={**os.environ, "GITRAG_ASK_WAIT": "0"},
+                          stdin=subprocess.DEVNULL).stdout
+    assert f"answered from the index at {old[:12]}, an older commit than HEAD" in text, text
     code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="soon")
     assert code != 0 and "GITRAG_ASK_WAIT" in data["stderr"]
 

@@ -182,6 +182,7 @@ class Service:
         from gitrag.index.store import SearchFilter
         from gitrag.query.retrieval import ask
 
+        arrived = time.monotonic()  # GITRAG_ASK_WAIT counts from here: a deadline (gitrag.daemon.catchup)
         globs = _globs(exclude)
         if not isinstance(files, bool):
             raise ConfigError(f"files must be true or false, not {files!r}")
@@ -207,13 +208,17 @@ class Service:
         async def lag() -> str | None:  # from the state alone, no search: cheap
             return await worker.read(lambda: catchup.lag(worker.workspace(root)))
 
-        behind = None if rev else await lag()  # a revision is answered from its own view
+        deadline = arrived + wait_s
+        if rev:  # a revision is answered from its own view
+            behind = None
+        else:  # not known by the deadline (a thread pool busy under load): answered at once
+            behind = await lag() if wait_s == 0 else await catchup.within(lag(), deadline)
         if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
             async def at_head() -> bool:
                 return await lag() is None
 
-            await catchup.catch_up(worker, root, wait_s, at_head)
+            await catchup.catch_up(worker, root, wait_s, at_head, deadline=deadline)
         try:
             try:
                 data = await answer()

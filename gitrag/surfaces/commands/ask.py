@@ -253,7 +253,8 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
                      f"{str(t['published_commit'])[:12]}){ahead}{local}", "dim"))
         return
     todo = catching_up or "run `gitrag index`"
-    state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
+    state = "up to date" if f.up_to_date else (f"answered from the index at {str(f.commit)[:12]}, an older commit "
+                                                f"than HEAD ({str(f.head)[:12]}): {todo}")
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
