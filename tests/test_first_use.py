@@ -118,3 +118,33 @@ def test_the_catch_up_wait_is_a_deadline_even_when_the_daemon_is_loaded(repo: Re
     assert lag is None  # the queued sync brought the index to HEAD once the load was gone
     with open_workspace(repo.path) as ws:
         assert ws.state.branch("main").indexed_commit == head
+
+
+def test_mcp_answers_requests_received_before_stdin_closed(repo: Repo) -> None:
+    """A client that sends its requests and closes stdin (``printf ... | gitrag mcp``) got
+    the initialize reply and nothing else: the SDK cancelled the searches in flight at EOF.
+    Every request received now gets its reply before the server exits."""
+    import sys
+
+    from tests.gitutil import index
+
+    repo.write("app/retry.py", "def backoff_delay(attempt):\n    \"\"\"Seconds before a retry.\"\"\"\n"
+                               "    return 2 ** attempt\n")
+    repo.commit("retry")
+    index(repo.path)
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "search_code", "arguments": {"query": "retry backoff delay", "k": 1}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "index_status", "arguments": {}}},
+    ]
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "mcp", "--repo", str(repo.path)],
+                          input="".join(json.dumps(m) + "\n" for m in messages), capture_output=True, text=True,
+                          timeout=300)
+    replies = {r.get("id"): r for r in map(json.loads, proc.stdout.splitlines()) if "id" in r}
+    assert set(replies) == {1, 2, 3}, (proc.stdout, proc.stderr[-2000:])
+    found = replies[2]["result"]["structuredContent"]
+    assert found["results"][0]["path"] == "app/retry.py", found
+    assert replies[3]["result"]["structuredContent"]["up_to_date"] is True

@@ -304,7 +304,15 @@ def argument_error(tool: str, exc: ValidationError) -> str:
 
 class _Server(MCPServer):
     """The SDK's server with argument errors as gitrag's one-line messages (the SDK puts
-    pydantic's multi-line report, with the input dumped, into the tool error)."""
+    pydantic's multi-line report, with the input dumped, into the tool error), and replies
+    flushed when stdin closes."""
+
+    async def run_stdio_async(self) -> None:
+        """As the SDK's, but stdin's end waits for the replies to the requests already received
+        (gitrag.surfaces.mcp_drain): the SDK cancelled them, and their replies were lost."""
+        from gitrag.surfaces import mcp_drain
+
+        await mcp_drain.serve_stdio(self._lowlevel_server)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
