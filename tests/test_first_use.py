@@ -148,3 +148,22 @@ def test_mcp_answers_requests_received_before_stdin_closed(repo: Repo) -> None:
     found = replies[2]["result"]["structuredContent"]
     assert found["results"][0]["path"] == "app/retry.py", found
     assert replies[3]["result"]["structuredContent"]["up_to_date"] is True
+
+
+def test_a_one_line_data_file_is_skipped_as_minified_data(repo: Repo) -> None:
+    """A new user's 1 MB one-line JSON became 4,863 chunks (slices of one line, each matching
+    any question about its keys). A large one-line JSON or SVG is now skipped with its reason,
+    like minified JS; a pretty-printed JSON of the same data and a small one-line config stay."""
+    records = [{"id": i, "name": f"station {i}", "lat": 48.0 + i / 1000, "lon": 2.0 + i / 1000} for i in range(3000)]
+    repo.write("data/stations.json", json.dumps(records))  # ~200 KB, one line
+    repo.write("data/stations-pretty.json", json.dumps(records[:300], indent=2))  # ~25 KB, short lines
+    repo.write("config/settings.json", json.dumps({"name": "demo", "debug": False, "port": 8080}))
+    repo.write("icons/logo.svg", "<svg xmlns='http://www.w3.org/2000/svg'>" + "<path d='M0 0L1 1'/>" * 800 + "</svg>")
+    repo.write("app.py", "def main():\n    return 0\n")
+    repo.commit("data")
+    data = json.loads(gitrag("index", "--json", "--repo", str(repo.path)).stdout)
+    skipped = {s["path"]: s["reason"] for s in data["skipped"]}
+    assert skipped["data/stations.json"].startswith("minified data (average line "), skipped
+    assert skipped["icons/logo.svg"].startswith("minified data ("), skipped
+    assert "data/stations-pretty.json" not in skipped and "config/settings.json" not in skipped, skipped
+    assert data["files_indexed"] == 3 and data["chunks_total"] < 400, data
