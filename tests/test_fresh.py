@@ -504,3 +504,8 @@ def test_ask_in_an_installed_repository_whose_daemon_died_starts_it_again_and_an
     assert info["running"] and info["pid"] != pid
     data = gitrag_json("ask", "beta_unique_name", "--repo", str(repo.path), "--no-answer")
     assert data["commit"] == head and data["up_to_date"], data
+    os.kill(int(info["pid"]), signal.SIGKILL)  # and `related` the same way
+    wait_for(lambda: not client.probe(timeout=0.5)["running"], "the second daemon to stop answering")
+    near = gitrag("related", "b.py:1", "--repo", str(repo.path))
+    assert "the gitrag daemon was not running: started it in the background" in near.stderr, near.stderr
+    assert client.probe(timeout=2.0)["running"]

@@ -13,7 +13,7 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     from gitrag.daemon import routing
     from gitrag.query.related import parse_location, to_json
     from gitrag.query.related import related as run
-    from gitrag.surfaces.commands.ask import _print
+    from gitrag.surfaces.commands.ask import _print, _revived
     from gitrag.surfaces.shellpath import repository_prefix
 
     where, line = parse_location(location)
@@ -23,6 +23,8 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     args = {"location": f"{where}:{line}", "k": k, "path": path, "lang": lang, "exclude": list(exclude),
             "worktree": worktree, "offset": offset}
     data = routing.related(repo, **args)
+    if data is None and _revived(repo):  # an installed repository's daemon died: started again, as ask does
+        data = routing.related(repo, **args)
     if data is None:  # no daemon: in-process
         ws = open_workspace(repo)
         try:
