@@ -277,3 +277,20 @@ def test_expand_links_no_test_code_and_no_method_by_its_name_alone(repo: Repo) -
     assert "app/totals.py" in linked and "app/workers.py" in linked, linked  # compute_total, Runner.execute
     assert "tests/test_engine.py" not in linked, linked  # the test's compute_total and FakeRunner.execute
     assert "app/books.py" not in linked, linked  # job.close_books(): job names no class
+
+
+def test_expand_keeps_a_go_method_calling_through_its_own_receiver(repo: Repo) -> None:
+    """``func (s *Server) Start() { s.flushPending() }``: the receiver ``s`` names no class, but the
+    caller is a method of Server, so Server.flushPending is its callee and is still expanded."""
+    repo.write("server/server.go", (
+        "package server\n\ntype Server struct {\n\tqueue []string\n}\n\n"
+        "// StartListening starts listening for connections.\n"
+        "func (s *Server) StartListening() error {\n\ts.flushPending()\n\treturn nil\n}\n"))
+    repo.write("server/flush.go", (
+        "package server\n\nfunc (s *Server) flushPending() {\n\ts.queue = s.queue[:0]\n}\n"))
+    repo.commit("go server")
+    index(repo.path)
+    with open_workspace(repo.path) as ws:
+        got = search(ws, "StartListening starts listening for connections", k=1, mode="sparse", expand=1)
+    assert got[0].path == "server/server.go", got[0]
+    assert "server/flush.go" in {r.path for r in got[1:]}, [(r.path, r.symbol) for r in got]

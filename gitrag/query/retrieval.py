@@ -306,7 +306,7 @@ def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, sc
         for link in deps["callees"] + deps["bases"]:
             d = link.definition
             if d is None or link.candidates > EXPAND_MAX_CANDIDATES or (scope and not _in_scope(d, scope)) \
-                    or not callees.plausible(link, c.path):  # no test code, no method by its name alone
+                    or not callees.plausible(link, c.path, name):  # no test code, no method by its name alone
                 continue
             for r in _chunks_at(ws, branch, d):
                 r.expanded_from = f"{c.path}:{c.start_line}-{c.end_line}"
