@@ -379,3 +379,26 @@ def test_status_counts_skipped_files_per_kind_of_reason(repo: Repo, monkeypatch:
     assert list(skipped) == ["binary", "minified", "larger than max_file_bytes"]  # most first, then by name
     human = gitrag("status", cwd=repo.path).stdout
     assert "skipped files: 2 binary, 2 minified, 1 larger than max_file_bytes" in human
+
+
+def test_ask_path_takes_what_a_shell_gives(project: Repo) -> None:
+    """A new user typed ``--path ./util`` (tab completion), ``util`` from inside ``hooks/``'s
+    sibling, an absolute path, and ``../util`` from a subfolder: each used to match nothing.
+    Each now means the repository folder ``util/``; ``util`` no longer also means ``utils/``."""
+    project.write("utilities/other.py", "def slugify_other(text):\n    return text\n")
+    project.commit("a folder whose name starts like util")
+    gitrag("index", cwd=project.path)
+
+    def paths(path: str, cwd: Path) -> set[str]:
+        got = gitrag("ask", "slugify text", "--path", path, "--json", "--no-answer", cwd=cwd)
+        assert got.returncode == 0, got.stderr
+        return {r["path"] for r in json.loads(got.stdout)["results"]}
+
+    want = {"util/strings.py"}
+    assert paths("util/", project.path) == want
+    for typed, cwd in (("./util", project.path), ("util", project.path), (str(project.path / "util"), project.path),
+                       ("../util", project.path / "hooks"), ("strings.py", project.path / "util"),
+                       ("./", project.path / "util")):
+        assert paths(typed, cwd) == want, (typed, cwd)
+    assert paths("util/str", project.path) == want  # a prefix of names is still a prefix
+    assert "utilities/other.py" in paths(".", project.path / "hooks" / "..")

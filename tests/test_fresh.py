@@ -244,6 +244,10 @@ def test_past_the_wait_the_answer_says_it_is_behind(installed: Repo) -> None:
     installed.commit("late")
     code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="0")
     assert code == 0 and not data["up_to_date"] and data["commit"] == old
+    text = subprocess.run([sys.executable, "-m", "gitrag", "ask", "late_function", "--repo", str(installed.path),
+                           "--no-answer"], capture_output=True, text=True, env={**os.environ, "GITRAG_ASK_WAIT": "0"},
+                          stdin=subprocess.DEVNULL).stdout
+    assert f"answered from the index at {old[:12]}, an older commit than HEAD" in text, text
     code, data = _ask(installed, "late_function", GITRAG_ASK_WAIT="soon")
     assert code != 0 and "GITRAG_ASK_WAIT" in data["stderr"]
 
@@ -471,5 +475,37 @@ def test_an_installed_repository_answered_without_its_daemon_says_the_daemon_is_
     plain = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer")
     assert "run `gitrag index`" in plain.stdout and "daemon" not in plain.stdout
     registry.add(repo.path / ".git")
-    told = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer")
+    os.environ["GITRAG_AUTOSTART"] = "0"  # a daemon it may not start (see the next test for one it does)
+    try:
+        told = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer")
+    finally:
+        del os.environ["GITRAG_AUTOSTART"]
     assert "the daemon that keeps it current is not running: `gitrag daemon` starts it" in told.stdout, told.stdout
+    assert not client.probe(timeout=1.0)["running"]
+
+
+def test_ask_in_an_installed_repository_whose_daemon_died_starts_it_again_and_answers_from_head(repo: Repo) -> None:
+    """A new user's daemon died (killed here with SIGKILL) and the next commit's event went to
+    the spool: ``ask`` starts the daemon again as install did (a background process: no
+    systemd user manager here), which catches up, so the answer is from HEAD and finds the new
+    code; stderr says what was done. ``gitrag mcp`` starts it the same way (test_mcp)."""
+    repo.write("a.py", "def alpha():\n    return 1\n")
+    repo.commit("first")
+    gitrag("install", "--repo", str(repo.path), "--no-systemd")
+    pid = int(client.probe(timeout=2.0)["pid"])
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not client.probe(timeout=0.5)["running"], "the killed daemon to stop answering")
+    repo.write("b.py", "def beta_unique_name():\n    return 2\n")
+    head = repo.commit("second")  # the hook fires, finds no daemon: the event is spooled
+    got = gitrag("ask", "beta_unique_name", "--repo", str(repo.path), "--no-answer")
+    assert "the gitrag daemon was not running: started it in the background" in got.stderr, got.stderr
+    assert "up to date" in got.stdout and "b.py" in got.stdout, got.stdout
+    info = client.probe(timeout=2.0)
+    assert info["running"] and info["pid"] != pid
+    data = gitrag_json("ask", "beta_unique_name", "--repo", str(repo.path), "--no-answer")
+    assert data["commit"] == head and data["up_to_date"], data
+    os.kill(int(info["pid"]), signal.SIGKILL)  # and `related` the same way
+    wait_for(lambda: not client.probe(timeout=0.5)["running"], "the second daemon to stop answering")
+    near = gitrag("related", "b.py:1", "--repo", str(repo.path))
+    assert "the gitrag daemon was not running: started it in the background" in near.stderr, near.stderr
+    assert client.probe(timeout=2.0)["running"]

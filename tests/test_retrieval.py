@@ -250,3 +250,47 @@ def same(new: list[Candidate], old: list[Candidate], exact: bool) -> bool:
     pairs = [(n.dense, o.dense) for n, o in zip(new, old) if o.dense is not None]
     pairs += [(n.sparse, o.sparse) for n, o in zip(new, old) if o.sparse is not None]
     return [a for a, _ in pairs] == pytest.approx([b for _, b in pairs], rel=1e-12, abs=1e-12)
+
+
+def test_expand_links_no_test_code_and_no_method_by_its_name_alone(repo: Repo) -> None:
+    """A new user's ``ask --expand`` offered a test's same-named method as called by the top
+    result: the graph resolves calls by name. Implementation code is never expanded into test
+    files, and a call through an object of unknown type (``job.execute()``) reaches a method
+    only when the receiver names its class (``self.runner.execute()`` -> ``Runner``); a
+    function called by name (``compute_total``) still is."""
+    repo.write("app/workers.py", "class Runner:\n    def execute(self):\n        return 'ran the queued jobs'\n")
+    repo.write("app/books.py", "class Ledger:\n    def close_books(self):\n        return 'closed'\n")
+    repo.write("app/totals.py", "def compute_total(values):\n    return sum(values)\n")
+    repo.write("app/engine.py", (
+        "class Scheduler:\n    def __init__(self, runner):\n        self.runner = runner\n\n"
+        "    def schedule_nightly_batch(self, job, values):\n        \"\"\"Schedule the nightly batch.\"\"\"\n"
+        "        job.close_books()\n        self.runner.execute()\n        return compute_total(values)\n"))
+    repo.write("tests/test_engine.py", (
+        "def compute_total(values):\n    return 0\n\n\nclass FakeRunner:\n    def execute(self):\n"
+        "        return 'fake'\n"))
+    repo.commit("engine and its tests")
+    index(repo.path)
+    with open_workspace(repo.path) as ws:
+        got = search(ws, "schedule nightly batch", k=1, mode="sparse", expand=1)
+    assert got[0].symbol.startswith("Scheduler"), got[0]
+    linked = {r.path for r in got[1:]}
+    assert "app/totals.py" in linked and "app/workers.py" in linked, linked  # compute_total, Runner.execute
+    assert "tests/test_engine.py" not in linked, linked  # the test's compute_total and FakeRunner.execute
+    assert "app/books.py" not in linked, linked  # job.close_books(): job names no class
+
+
+def test_expand_keeps_a_go_method_calling_through_its_own_receiver(repo: Repo) -> None:
+    """``func (s *Server) Start() { s.flushPending() }``: the receiver ``s`` names no class, but the
+    caller is a method of Server, so Server.flushPending is its callee and is still expanded."""
+    repo.write("server/server.go", (
+        "package server\n\ntype Server struct {\n\tqueue []string\n}\n\n"
+        "// StartListening starts listening for connections.\n"
+        "func (s *Server) StartListening() error {\n\ts.flushPending()\n\treturn nil\n}\n"))
+    repo.write("server/flush.go", (
+        "package server\n\nfunc (s *Server) flushPending() {\n\ts.queue = s.queue[:0]\n}\n"))
+    repo.commit("go server")
+    index(repo.path)
+    with open_workspace(repo.path) as ws:
+        got = search(ws, "StartListening starts listening for connections", k=1, mode="sparse", expand=1)
+    assert got[0].path == "server/server.go", got[0]
+    assert "server/flush.go" in {r.path for r in got[1:]}, [(r.path, r.symbol) for r in got]

@@ -54,22 +54,53 @@ def lag(ws: Any) -> str | None:
 
 
 async def catch_up(worker: Any, worktree: str, wait_s: float,
-                   at_head: Callable[[], Awaitable[bool]] | None = None) -> bool:
+                   at_head: Callable[[], Awaitable[bool]] | None = None, deadline: float | None = None) -> bool:
     """Queue a sync of ``worktree`` now and wait up to ``wait_s`` seconds until the daemon is
-    done with it, or (``at_head()``, polled every :data:`AT_HEAD_POLL_S`) its index is at
+    done with it, or (``at_head()``, looked at every :data:`AT_HEAD_POLL_S`) its index is at
     HEAD, whichever comes first: a hook event that arrives during the sync queues another
-    one, which need not be waited for. Returns whether it got there in time."""
+    one, which need not be waited for. Returns whether it got there in time.
+
+    The wait is a deadline, not a timeout per step: ``deadline`` (``time.monotonic()``; the
+    request's arrival plus ``wait_s`` when the caller has spent some of it already) ends it,
+    and a look at the state that is slow to come back (a thread pool busy under load) is
+    left to finish on its own instead of being awaited past it. Raises what ``at_head``
+    raises when it finishes in time."""
     worker.mark(worktree)
     worker.kick()
-    deadline = time.monotonic() + wait_s
+    end = time.monotonic() + wait_s
+    end = end if deadline is None else min(end, deadline)
+    look: asyncio.Future[bool] | None = None
     next_look = time.monotonic() + AT_HEAD_POLL_S
-    while worker.catching_up(worktree) is not None:
-        now = time.monotonic()
-        if now >= deadline:
-            return False
-        if at_head is not None and now >= next_look:
-            if await at_head():
-                return True
-            next_look = time.monotonic() + AT_HEAD_POLL_S
-        await asyncio.sleep(POLL_S)
-    return True
+    try:
+        while worker.catching_up(worktree) is not None:
+            now = time.monotonic()
+            if look is not None and look.done():
+                if look.result():  # raises at_head's own error
+                    return True
+                look, next_look = None, now + AT_HEAD_POLL_S
+            if now >= end:
+                return False
+            if at_head is not None and look is None and now >= next_look:
+                look = asyncio.ensure_future(at_head())
+            await asyncio.sleep(min(POLL_S, end - now))
+        return True
+    finally:
+        if look is not None and not look.done():
+            look.add_done_callback(_forget)
+
+
+def _forget(look: asyncio.Future[bool]) -> None:
+    """A look left running past the deadline: its result (or error) is not wanted."""
+    if not look.cancelled():
+        look.exception()
+
+
+async def within(awaitable: Awaitable[Any], deadline: float, default: Any = None) -> Any:
+    """``await awaitable`` until ``deadline`` (``time.monotonic()``), else ``default`` (the work
+    is left to finish on its own)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+    if task in done:
+        return task.result()
+    task.add_done_callback(_forget)
+    return default

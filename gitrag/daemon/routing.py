@@ -157,6 +157,13 @@ def gc(repo: str) -> dict[str, Any] | None:
     return _request("gc", None, repo=str(Path(repo).absolute()))
 
 
+def integrity(repo: str, deep: bool) -> dict[str, Any] | None:
+    """``doctor``'s integrity check run by the daemon, which holds the store open
+    (``Service.cmd_integrity``), or None when no daemon runs. Raises CommandError (a daemon
+    older than the op: kind ``UnknownOp``, or the check's own error), Timeout."""
+    return _request("integrity", None, repo=str(Path(repo).absolute()), deep=deep)
+
+
 def release(repo: str) -> bool:
     """Ask a running daemon to close the repository's store (see ``Service.cmd_release``);
     True when it did or no daemon runs. A daemon older than the op: False."""

@@ -182,6 +182,7 @@ class Service:
         from gitrag.index.store import SearchFilter
         from gitrag.query.retrieval import ask
 
+        arrived = time.monotonic()  # GITRAG_ASK_WAIT counts from here: a deadline (gitrag.daemon.catchup)
         globs = _globs(exclude)
         if not isinstance(files, bool):
             raise ConfigError(f"files must be true or false, not {files!r}")
@@ -207,13 +208,17 @@ class Service:
         async def lag() -> str | None:  # from the state alone, no search: cheap
             return await worker.read(lambda: catchup.lag(worker.workspace(root)))
 
-        behind = None if rev else await lag()  # a revision is answered from its own view
+        deadline = arrived + wait_s
+        if rev:  # a revision is answered from its own view
+            behind = None
+        else:  # not known by the deadline (a thread pool busy under load): answered at once
+            behind = await lag() if wait_s == 0 else await catchup.within(lag(), deadline)
         if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
             async def at_head() -> bool:
                 return await lag() is None
 
-            await catchup.catch_up(worker, root, wait_s, at_head)
+            await catchup.catch_up(worker, root, wait_s, at_head, deadline=deadline)
         try:
             try:
                 data = await answer()
@@ -323,6 +328,25 @@ class Service:
             ws = worker.workspace(root)
             checked_out = {worker.workspace(p).repo.branch() for p in worktrees(ws.repo.common_dir)}
             return index_gc.full_pass(ws, checked_out)
+
+        return await worker.serial(run)
+
+    async def cmd_integrity(self, repo: str, deep: Any = False) -> dict[str, Any]:
+        """``gitrag doctor``'s integrity check (gitrag.index.integrity.audit) run here, where the
+        store is open, after the queued syncs (a deep check drops cache rows that fail their
+        digests): ``{"indexed": bool, "problems": [str], "points": int, "rows": int, "ms": float}``."""
+        from gitrag.index import integrity
+
+        worker, root = self.worker_for(repo)
+
+        def run() -> dict[str, Any]:
+            t0 = time.perf_counter()
+            ws = worker.workspace(root)
+            if not ws.state.branches():
+                return {"indexed": False, "problems": [], "points": 0, "rows": 0, "ms": 0.0}
+            problems, counts = integrity.audit(ws, bool(deep))
+            return {"indexed": True, "problems": problems, "points": counts["points"], "rows": counts["rows"],
+                    "ms": (time.perf_counter() - t0) * 1000}
 
         return await worker.serial(run)
 

@@ -213,13 +213,20 @@ def uninstall_hooks(folder: Path) -> list[str]:
 
 
 def call_line(target: Target, name: str) -> str:
-    """The line a project hook needs so that it runs gitrag's script ``name``."""
+    """The line a project hook needs so that it runs gitrag's script ``name``. For a project's
+    folder (committed, or husky's) the line names no path of this machine: it finds the git
+    dir as git runs it, so one committed line serves every clone, and a clone where gitrag is
+    not installed skips it (exit 0, no error: post-checkout's status is checkout's)."""
+    if target.explain is not None:
+        return (f'gitrag_hook="$(git rev-parse --git-common-dir)/{PRIVATE_DIR}/{name}"; '
+                f'if [ -x "$gitrag_hook" ]; then "$gitrag_hook" "$@"; fi')
     return f'{shlex.quote(str(target.folder / name))} "$@"'
 
 
-def explain(target: Target) -> list[str]:
-    """For a project-owned hooks folder: which line to add to which file; [] otherwise.
-    A hook file that already has its line is not listed."""
+def explain(target: Target, root: Path | None = None) -> list[str]:
+    """For a project-owned hooks folder: which line to add to which file (``FILE:  LINE``,
+    the file relative to the work tree ``root`` when given); [] otherwise. A hook file that
+    already has its line (or the machine-specific line earlier versions printed) is not listed."""
     if target.explain is None:
         return []
     missing = []
@@ -227,9 +234,13 @@ def explain(target: Target) -> list[str]:
         project_hook = target.explain / name
         line = call_line(target, name)
         try:
-            present = line in project_hook.read_text(encoding="utf-8", errors="replace")
+            text = project_hook.read_text(encoding="utf-8", errors="replace")
+            present = line in text or f'{shlex.quote(str(target.folder / name))} "$@"' in text
         except OSError:
             present = False
         if not present:
-            missing.append(f"{project_hook}:  {line}")
+            shown = project_hook
+            if root is not None and project_hook.is_relative_to(root.resolve()):
+                shown = project_hook.relative_to(root.resolve())
+            missing.append(f"{shown}:  {line}")
     return missing

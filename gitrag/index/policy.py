@@ -19,8 +19,12 @@ costs most of the embedding time (a committed ``node_modules/`` is thousands of 
   ``extern/``, ``cache/``, ``tools/``) are often a project's own code and stay indexed.
 - minified files by name (``*.min.js``, ``-min.css`` ...) and source maps (``*.map``);
   by content: JS/CSS with an average line over 110 bytes or a ``sourceMappingURL`` on one
-  of its last two lines (linguist's rules). Other files with long lines (data, or a
-  200 KB one-line Python expression) are not judged by line length.
+  of its last two lines (linguist's rules). Minified data too: a JSON, XML or SVG file over
+  :data:`_DATA_FLOOR` bytes whose average line is over :data:`_MINIFIED_DATA_LINE` bytes
+  (``minified data (average line N bytes)``) was written by a program for a program; a 1 MB
+  one-line JSON became 4,863 chunks of one line's slices that match any question about its
+  keys. A pretty-printed or small one stays indexed. Other files with long lines (a 200 KB
+  one-line Python expression) are not judged by line length.
 - generated files: a comment in the first 40 lines carrying one of the generators'
   markers (:data:`GENERATED`), e.g. Go's "Code generated ... DO NOT EDIT." or Meta's
   ``@generated``.
@@ -66,7 +70,7 @@ _WIDE_BOMS = (
 # 3: a file's final newline no longer counts as a line of its own (minified average). Not bumped
 # for generated documentation (issue 21): a bump re-chunks every path of every index on upgrade,
 # in one batch (sympy: 2 GB); an index made before keeps such pages until they change or
-# `gitrag index --rebuild`, a new index skips them.
+# `gitrag index --rebuild`, a new index skips them. Not bumped for minified data either (same reason).
 VERSION = "3"
 # gitignore patterns for linguist's well-known vendored folders and minified/generated names
 VENDORED = ("node_modules/", "bower_components/", "vendor/", "vendors/", "Vendor/", "third_party/", "third-party/",
@@ -76,6 +80,9 @@ SOURCE_MAPS = ("*.map",)
 DEFAULT_PATTERNS = [*VENDORED, *MINIFIED_NAMES, *SOURCE_MAPS]
 _MINIFIABLE = (".js", ".mjs", ".cjs", ".css")
 _MINIFIED_LINE = 110  # linguist generated.rb minified_files?: average line length of JS/CSS
+_DATA = (".json", ".geojson", ".topojson", ".har", ".webmanifest", ".xml", ".svg")
+_MINIFIED_DATA_LINE = 1000  # a hand-kept JSON/XML file is pretty-printed: lines of tens of bytes
+_DATA_FLOOR = 10_000  # a smaller one-line file (a config, an icon) costs a few chunks: indexed
 _SOURCE_MAP_REF = re.compile(rb"^/[*/][#@] source(?:Mapping)?URL|sourceURL=")
 _GENERATED_LINES = 40
 # a comment line carrying a generator's marker (linguist generated.rb, Go, Meta's @generated)
@@ -214,6 +221,8 @@ def machine_written(path: str, data: bytes) -> str | None:
             return f"minified (average line {average} bytes)"
         if any(_SOURCE_MAP_REF.match(line) for line in lines[-2:]):
             return "generated (has a source map)"
+    elif path.lower().endswith(_DATA) and len(data) > _DATA_FLOOR and average > _MINIFIED_DATA_LINE:
+        return f"minified data (average line {average} bytes)"
     head = b"\n".join(lines[:_GENERATED_LINES])
     marker = GENERATED.search(head)
     if marker:

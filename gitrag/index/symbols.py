@@ -117,6 +117,7 @@ class Link:
     hop: int
     definition: Definition | None
     candidates: int = 1
+    how: str = "name"  # callees, bases, imports: the tier that resolved it (SymbolIndex.resolve_how)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -190,16 +191,22 @@ class SymbolIndex:
 
     def resolve(self, ref: Reference) -> list[Definition]:
         """Definitions a reference may point at, best tier only, same file first."""
+        return self.resolve_how(ref)[0]
+
+    def resolve_how(self, ref: Reference) -> tuple[list[Definition], str]:
+        """:meth:`resolve` and the tier that matched: ``qualified`` (``Greeter.greet``),
+        ``class`` (``self.x`` inside the class), ``module`` (``utils.make()`` in utils.py) or
+        ``name`` (the last name segment alone: nothing else in the text narrows it)."""
         segs = _target_segments(ref.target)
         if not segs:
-            return []
+            return [], "name"
         cands = self.by_last.get(segs[-1], [])
         if not cands:
-            return []
+            return [], "name"
         if len(segs) > 1:
             qualified = [d for d in cands if d.segments[-len(segs):] == segs]
             if qualified:
-                return _near(qualified, ref.path)
+                return _near(qualified, ref.path), "qualified"
         enclosing = self.enclosing(ref.path, ref.source)
         receiver = _receiver(ref.target)
         if receiver and enclosing is not None:
@@ -207,13 +214,13 @@ class SymbolIndex:
             scope = self.ancestors(cls, ref.path) if receiver.startswith("super") else [cls]
             same = [d for d in cands if cls and d.parent in scope]
             if same:
-                return _near(same, ref.path)
+                return _near(same, ref.path), "class"
         if len(segs) > 1:  # module-qualified call: utils.make() prefers utils.py
             stems = set(segs[:-1])
             by_module = [d for d in cands if _stem(d.path) in stems]
             if by_module:
-                return _near(by_module, ref.path)
-        return _near(cands, ref.path)
+                return _near(by_module, ref.path), "module"
+        return _near(cands, ref.path), "name"
 
     def ancestors(self, cls: str, path: str, limit: int = 10) -> list[str]:
         """Qualified names of the base classes of ``cls`` (defined in ``path``), nearest first."""
@@ -522,10 +529,10 @@ def _step(index: SymbolIndex, d: Definition, rel: str, hop: int) -> Iterable[Lin
         kind = {"callees": "call", "bases": "inherit", "imports": "import"}[rel]
         refs = index.imports_used_by(d) if rel == "imports" else index.outgoing(d, kind)
         for r in refs:
-            targets = index.resolve(r)
+            targets, how = index.resolve_how(r)
             shown: list[Definition | None] = [*targets[:5]] or [None]
             for t in shown:
-                yield Link(rel, r.target, r.path, r.line, hop, t, len(targets))
+                yield Link(rel, r.target, r.path, r.line, hop, t, len(targets), how)
     else:
         kind = "call" if rel == "callers" else "inherit"
         for r, n in index.incoming(d, kind):

@@ -20,7 +20,7 @@ from gitrag.index import sparse, symbols
 from gitrag.index.integrity import check_count, check_results
 from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import Workspace
-from gitrag.query import ranking, worktree
+from gitrag.query import callees, ranking, worktree
 from gitrag.query.file_results import CANDIDATES_PER_FILE, rank_files
 from gitrag.query.ranking.pieces import merge_pieces
 from gitrag.query.results import AskResponse, Freshness, Result
@@ -305,7 +305,8 @@ def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, sc
         deps = symbols.dependencies(ws, name, hops=hops, path=c.path)
         for link in deps["callees"] + deps["bases"]:
             d = link.definition
-            if d is None or link.candidates > EXPAND_MAX_CANDIDATES or (scope and not _in_scope(d, scope)):
+            if d is None or link.candidates > EXPAND_MAX_CANDIDATES or (scope and not _in_scope(d, scope)) \
+                    or not callees.plausible(link, c.path, name):  # no test code, no method by its name alone
                 continue
             for r in _chunks_at(ws, branch, d):
                 r.expanded_from = f"{c.path}:{c.start_line}-{c.end_line}"

@@ -97,7 +97,7 @@ def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float,
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
 @click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True,
               help="hybrid fuses the dense (embedding) and sparse (BM25 terms) lists and ranks them; dense or sparse alone for comparison.")
-@click.option("--path", "path", default="", help="Only results whose path (relative to the repository root) starts with this prefix.")
+@click.option("--path", "path", default="", help="Only results under this folder or path prefix: repository-relative, or as the shell gives it (./doc, an absolute path, relative to the current folder).")
 @click.option("--lang", "lang", default="", help="Only results in this language: python, javascript, typescript, tsx, go, "
               "rust, java, kotlin, c, cpp, csharp, php, ruby, markdown, rst, ini or text.")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),

@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
 from gitrag import __version__
-from gitrag.daemon import launch, routing
+from gitrag.daemon import launch, revive, routing
 from gitrag.errors import EXIT_OK, GitragError
 from gitrag.errors import ToolInputError as ToolInputError  # defined there, named here too
 from gitrag.index.chunking import CHUNKER_VERSION
@@ -150,7 +150,7 @@ class Tools:
                                  exclude=exclude, files=files, **more)
             if routed is not None:
                 return routed
-            launch.ensure_running()
+            revive.start()  # as install does: the systemd service when gitrag's unit is installed
         raise GitragError("the gitrag daemon went away three times while answering; see its log "
                           f"({launch.log_path()})")
 
@@ -169,7 +169,7 @@ class Tools:
                        "located": {key: data["located"][key] for key in keep},
                        "results": [{key: r[key] for key in keep} for r in data["results"]]}
                 return out
-            launch.ensure_running()
+            revive.start()  # as install does: the systemd service when gitrag's unit is installed
         raise GitragError("the gitrag daemon went away three times while answering; see its log "
                           f"({launch.log_path()})")
 
@@ -304,7 +304,15 @@ def argument_error(tool: str, exc: ValidationError) -> str:
 
 class _Server(MCPServer):
     """The SDK's server with argument errors as gitrag's one-line messages (the SDK puts
-    pydantic's multi-line report, with the input dumped, into the tool error)."""
+    pydantic's multi-line report, with the input dumped, into the tool error), and replies
+    flushed when stdin closes."""
+
+    async def run_stdio_async(self) -> None:
+        """As the SDK's, but stdin's end waits for the replies to the requests already received
+        (gitrag.surfaces.mcp_drain): the SDK cancelled them, and their replies were lost."""
+        from gitrag.surfaces import mcp_drain
+
+        await mcp_drain.serve_stdio(self._lowlevel_server)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:

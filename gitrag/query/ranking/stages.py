@@ -426,6 +426,11 @@ _ASKS = {
 }
 
 
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` is a test file or lies in a tests folder (the test path prior's rule)."""
+    return bool(_TEST_FILE.search(path) or _TEST_DIR.search(path))
+
+
 def path_prior(path: str, asks: frozenset[str]) -> float:
     """The multiplier of a file's chunks (1.0 for implementation files)."""
     factor = 1.0

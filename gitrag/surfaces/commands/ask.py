@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gitrag.errors import EXIT_OK
+from gitrag.errors import EXIT_OK, GitragError
 from gitrag.surfaces import output
 
 if TYPE_CHECKING:
@@ -21,7 +21,9 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False, worktree: bool = True,
         offset: int = 0, rev: str = "") -> int:
     from gitrag.daemon import routing
+    from gitrag.surfaces.shellpath import repository_prefix
 
+    path = repository_prefix(path, repo)  # `./doc`, `doc/`, an absolute path, one relative to a subfolder
     if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
         from gitrag.index.store.base import SearchFilter
 
@@ -30,9 +32,14 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     more = {"worktree": worktree, "offset": offset, "rev": rev}  # gitrag.query.worktree, paging, gitrag.query.revisions
     # a team server (docs/team.md) answers first; any failure of it is one line and the local index answers
     routed: Any = None if rev else _team(repo, question, k, mode, path, lang, expand, tuple(exclude), files, offset)
+    def via_daemon() -> Any:
+        return routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
+                           files=files, **more)
+
     if routed is None:
-        routed = routing.ask(repo, question, k, mode, path, lang, no_answer, expand, exclude=tuple(exclude),
-                             files=files, **more)
+        routed = via_daemon()
+    if routed is None and _revived(repo):  # an installed repository's daemon died: started again (gitrag.daemon.revive)
+        routed = via_daemon()
     catching_up = None
     if routed is not None:
         response, settings, catching_up = routed
@@ -60,6 +67,27 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         _print(response, snippets=not (written and written.text), catching_up=todo,
                none=_none_found(path, lang, exclude), blames=blames)
     return EXIT_OK
+
+
+def _revived(repo: str) -> bool:
+    """Whether a daemon now runs for ``repo`` because this call started it: only for an installed
+    repository (gitrag.daemon.revive); one that cannot be started is one line on stderr, and the
+    answer comes from this process with the freshness line saying how to start it."""
+    from gitrag.daemon import revive
+    from gitrag.git.repo import GitRepo
+
+    try:
+        if not revive.wanted(GitRepo(repo).common_dir):
+            return False
+    except Exception:  # noqa: BLE001 - not a repository: the in-process ask says so in its own words
+        return False
+    try:
+        pid, how = revive.start()
+    except GitragError as exc:
+        output.info(f"could not start the gitrag daemon: {exc}")
+        return False
+    output.info(revive.started_line(pid, how))
+    return True
 
 
 def _no_daemon_hint(repo: str) -> str | None:
@@ -225,7 +253,8 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
                      f"{str(t['published_commit'])[:12]}){ahead}{local}", "dim"))
         return
     todo = catching_up or "run `gitrag index`"
-    state = "up to date" if f.up_to_date else f"index at {str(f.commit)[:12]}, HEAD at {str(f.head)[:12]}: {todo}"
+    state = "up to date" if f.up_to_date else (f"answered from the index at {str(f.commit)[:12]}, an older commit "
+                                                f"than HEAD ({str(f.head)[:12]}): {todo}")
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"

@@ -80,7 +80,7 @@ def check_hooks(repo: GitRepo) -> Check:
     python = _hook_python(slot(target.folder, HOOKS[0]))
     if python and not os.access(python, os.X_OK):
         return Check("hooks", "fail", f"the hooks run {python}, which is gone", f"gitrag install --repo {repo.root}")
-    lines = explain(target)
+    lines = explain(target, repo.root)
     if lines:
         return Check("hooks", "fail", f"core.hooksPath={target.hooks_path}: the project's hooks do not call gitrag's",
                      "add: " + "; ".join(lines))
@@ -260,6 +260,9 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
     from gitrag.index.workspace import open_workspace
 
     name = "integrity"
+    by_daemon = _integrity_by_daemon(repo, deep)
+    if by_daemon is not None:
+        return by_daemon
     t0 = time.perf_counter()
     try:
         ws = open_workspace(repo.root)
@@ -273,8 +276,7 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
         return Check(name, "fail", f"{ws.state.path} is damaged ({exc})", f"gitrag index --rebuild --repo {repo.root}")
     except StoreError as exc:
         if isinstance(exc, StoreHeld):
-            return Check(name, "warn", "the daemon holds the store: its contents were not checked",
-                         "stop it (`gitrag daemon --stop`), run `gitrag doctor --deep`, start it again")
+            return _held_by_daemon(repo)
         return Check(name, "fail", str(exc), f"gitrag index --rebuild --repo {repo.root}")
     finally:
         ws.close()
@@ -284,6 +286,36 @@ def check_integrity(repo: GitRepo, deep: bool) -> Check:
         return Check(name, "fail", "; ".join(problems), f"gitrag index --rebuild --repo {repo.root}")
     return Check(name, "ok", f"{what} {counts['points']} points and {counts['rows']} cache rows verified "
                              f"in {ms:.0f} ms" + ("" if deep else " (`--deep` checks them all)"))
+
+
+def _held_by_daemon(repo: GitRepo) -> Check:
+    return Check("integrity", "warn", "the daemon holds the store and cannot run the check (an older daemon?): "
+                 "its contents were not checked", "restart it (`gitrag daemon --stop`, then `gitrag daemon`) and run "
+                 f"`gitrag doctor --deep --repo {repo.root}` again")
+
+
+def _integrity_by_daemon(repo: GitRepo, deep: bool) -> Check | None:
+    """The integrity check run by a running daemon over its socket (it holds the store open, so
+    this process could not open it), or None when no daemon runs: then the check runs here."""
+    from gitrag.daemon import client, routing
+
+    try:
+        got = routing.integrity(str(repo.root), deep)
+    except client.CommandError as exc:
+        if exc.kind == "UnknownOp":
+            return _held_by_daemon(repo)
+        return Check("integrity", "fail", f"the daemon's check failed: {exc}", f"gitrag index --rebuild --repo {repo.root}")
+    except GitragError as exc:  # a daemon that does not answer: said by the daemon check too
+        return Check("integrity", "warn", f"the daemon did not run the check: {exc}")
+    if got is None:
+        return None
+    if not got["indexed"]:
+        return Check("integrity", "ok", "nothing indexed yet: nothing to check")
+    if got["problems"]:
+        return Check("integrity", "fail", "; ".join(got["problems"]), f"gitrag index --rebuild --repo {repo.root}")
+    what = "every" if deep else "a sample:"
+    return Check("integrity", "ok", f"{what} {got['points']} points and {got['rows']} cache rows verified by the "
+                                    f"daemon in {got['ms']:.0f} ms" + ("" if deep else " (`--deep` checks them all)"))
 
 
 def lag_phrase(repo: GitRepo, head: str, indexed: str | None) -> str:

@@ -22,7 +22,7 @@ def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
     target = find_target(r)
     changes = install_hooks(target)
     _say(changes or [f"hooks already installed in {target.folder}"])
-    _hooks_path_notes(target)
+    _hooks_path_notes(target, r.root)
     _say_pruned(registry.prune())
     config.repo_data_dir(r.common_dir)  # gives the repository its id, which the registry records
     if registry.add(r.common_dir, target.folder):
@@ -105,7 +105,7 @@ def _say(lines: list[str]) -> None:
         output.out.print(line, markup=False)
 
 
-def _hooks_path_notes(target: Target) -> None:
+def _hooks_path_notes(target: Target, root: Path) -> None:
     if target.hooks_path is None:
         return
     where = f"core.hooksPath ({target.scope} config) is {target.hooks_path}"
@@ -114,10 +114,11 @@ def _hooks_path_notes(target: Target) -> None:
             if target.scope in ("global", "system") else ""
         output.info(f"{where}, so gitrag's hooks went there.{shared}")
         return
-    missing = explain(target)
+    missing = explain(target, root)
     if missing:
         output.info(f"{where}, which belongs to the project (or husky), so gitrag wrote nothing there.\n"
-                    f"Add these lines so git runs gitrag's hooks (in {target.folder}):")
+                    f"Add these lines to the project's hooks so git runs gitrag's (each line is the same in every "
+                    f"clone, and does nothing where gitrag is not installed: commit them):")
         _say([f"  {line}" for line in missing])
 
 

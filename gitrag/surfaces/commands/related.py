@@ -13,14 +13,18 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     from gitrag.daemon import routing
     from gitrag.query.related import parse_location, to_json
     from gitrag.query.related import related as run
-    from gitrag.surfaces.commands.ask import _print
+    from gitrag.surfaces.commands.ask import _print, _revived
+    from gitrag.surfaces.shellpath import repository_prefix
 
     where, line = parse_location(location)
     where = _repository_path(where, repo)
+    path = repository_prefix(path, repo)  # as ask --path: what a shell gives (gitrag.surfaces.shellpath)
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None
     args = {"location": f"{where}:{line}", "k": k, "path": path, "lang": lang, "exclude": list(exclude),
             "worktree": worktree, "offset": offset}
     data = routing.related(repo, **args)
+    if data is None and _revived(repo):  # an installed repository's daemon died: started again, as ask does
+        data = routing.related(repo, **args)
     if data is None:  # no daemon: in-process
         ws = open_workspace(repo)
         try:
