@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitrag.errors import EXIT_USAGE
+from gitrag.index import sparse
 from gitrag.index.store import Hit
 from gitrag.index.workspace import open_workspace
 from gitrag.query.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
@@ -230,6 +231,15 @@ def test_path_match_meets_a_file_by_the_words_stem(question: str, path: str) -> 
     cands = [cand("r", path, dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
              cand("z", "z.py", dense=0.0, sparse=0.0)]
     assert rank(analyse(question), cands, 2, Lookup(), ("coherence",))[0].key == "r"
+
+
+def test_path_match_stems_a_question_word_as_the_sparse_terms_do() -> None:
+    # "going" stems to "go", two letters: the sparse terms keep the word whole, and so does the
+    # path match (a folder or file named "go" is not what "going" asks for)
+    assert sparse.stem("going") == "going" and sparse.stem("dependencies") == "depend"
+    cands = [cand("g", "tools/go/build.py", dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse("what is going wrong with the cart"), cands, 2, Lookup(), ("coherence",))[0].key == "o"
 
 
 def test_equal_scores_are_ordered_by_path_then_line() -> None:
