@@ -285,6 +285,17 @@ def test_saturation_spares_the_chunks_the_question_names() -> None:
     assert [c.key for c in rank(analyse(trace), cands, 3, lookup, off)] == ["fail", "convert", "noise"]
 
 
+def test_the_stage_texts_are_made_from_the_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.query.ranking import pipeline
+
+    assert pipeline.describe() == STAGES
+    assert "dense weight 0.3 instead of 0.5" in STAGES["query-weights"]
+    monkeypatch.setattr(st, "DENSE_WEIGHT_SYMBOL", 0.25)  # a constant changed: its text follows
+    monkeypatch.setattr(st, "SATURATION_DECAY", 0.6)
+    texts = pipeline.describe()
+    assert "dense weight 0.25 instead of 0.5" in texts["query-weights"] and "0.6^n" in texts["saturation"]
+
+
 def test_unknown_stage_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown ranking stage nope"):
         rank(analyse("x"), [cand("a", "a.py", dense=1.0)], 1, Lookup(), ("nope",))
