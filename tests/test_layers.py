@@ -282,10 +282,7 @@ def forbidden(imports: list[Import], rules: dict[tuple[str, str], str] = FORBIDD
 
 
 #: Modules outside gitrag/git/ that may still reach the raw pygit2 repository (``GitRepo.repo``), with the reason.
-RAW_GIT: dict[str, str] = {
-    "gitrag.index.history": "gitrag.git.log's commit walk takes the pygit2 repository (its CommitInfo is git's)",
-    "gitrag.surfaces.commands.ask": "gitrag.query.blame and gitrag.git.blame take the pygit2 repository",
-}
+RAW_GIT: dict[str, str] = {}
 
 
 def _raw_git_access(node: ast.AST) -> bool:
