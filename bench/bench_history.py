@@ -74,11 +74,12 @@ def first_index(click: Path, reps: int, tmp: Path) -> dict:
             runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     import pygit2
 
+    from gitrag.git.repo import GitRepo
     from gitrag.index.history import HistoryIndex
 
     hist = HistoryIndex(tmp / "full")
     t = time.perf_counter()
-    full = hist.update(pygit2.Repository(str(clone)), "main", str(pygit2.Repository(str(clone)).head.target))
+    full = hist.update(GitRepo(clone), "main", str(pygit2.Repository(str(clone)).head.target))
     full_s = time.perf_counter() - t
     hist.close()
     off = statistics.median(r["seconds"] for r in runs["off"])
@@ -146,8 +147,9 @@ def log_latency(click: Path, n: int, tmp: Path) -> dict:
     data_dir = config.repo_data_dir(GitRepo(str(repo_path)).common_dir)
     hist = HistoryIndex(data_dir)
     repo = pygit2.Repository(str(repo_path))
+    git = GitRepo(repo_path)
     t = time.perf_counter()
-    up = hist.update(repo, "main", str(repo.head.target))
+    up = hist.update(git, "main", str(repo.head.target))
     read_s = time.perf_counter() - t
     rng = random.Random(3)
     subjects = [c.message.split("\n")[0] for c in pygit2.Repository(str(click)).walk(pygit2.Repository(str(click)).head.target)]
@@ -188,10 +190,12 @@ def blame_cost(click: Path, tmp: Path) -> dict:
 
     from gitrag.git import blame as gitblame
     from gitrag.git import log as gitlog
+    from gitrag.git.repo import GitRepo
 
-    repo = pygit2.Repository(str(click))
-    head = str(repo.head.target)
-    tree = repo.head.peel(pygit2.Commit).tree
+    raw = pygit2.Repository(str(click))
+    repo = GitRepo(click)
+    head = str(raw.head.target)
+    tree = raw.head.peel(pygit2.Commit).tree
     paths = [p for p in ("src/click/core.py", "src/click/termui.py", "src/click/types.py", "src/click/utils.py",
                          "src/click/decorators.py", "src/click/shell_completion.py")]
     rng = random.Random(1)

@@ -194,3 +194,21 @@ def test_the_static_model_is_mapped_not_copied_and_its_pages_can_be_dropped() ->
     assert memory.drop_file_pages(emb.path) > 0
     assert _mapping_rss_kib(model_file) < 1_000
     assert np.array_equal(emb.embed_documents(texts), first)  # faulted back, same vectors
+
+
+def test_the_adapters_that_map_files_say_so_by_a_named_method(tmp_path) -> None:
+    from gitrag.index.embedders.static import StaticEmbedder
+    from gitrag.index.state import State
+    from gitrag.index.store.edge import EdgeStore
+
+    store, emb = EdgeStore(tmp_path / "store"), StaticEmbedder()
+    assert isinstance(store, memory.MapsFiles) and store.mapped_files()[0] == tmp_path / "store"
+    assert isinstance(emb, memory.MapsFiles) and emb.mapped_files() == (emb.path, None)
+    assert not isinstance(object(), memory.MapsFiles)  # an adapter that maps nothing is passed over
+    state = State(tmp_path / "data", cache_path=tmp_path / "cache.db")
+    try:
+        assert len(state.connections()) == 2  # the state's and the vector cache's; no planner yet
+        memory.release(state.connections(), [store, emb, None, object()])  # None and a plain object: passed over
+        assert state.connections()[0].execute("SELECT 1").fetchone() == (1,)  # still open
+    finally:
+        state.close()

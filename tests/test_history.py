@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pygit2
 import pytest
 from click.testing import CliRunner
 
+from gitrag.git.repo import GitRepo
 from gitrag.index.history import HistoryIndex
 from gitrag.surfaces.cli import cli
 from tests.gitutil import Repo, index
@@ -22,8 +22,6 @@ def _log(repo: Repo, *args: str) -> dict:
 
 def _data_dir(repo: Repo) -> Path:
     from gitrag import config
-    from gitrag.git.repo import GitRepo
-
     return config.repo_data_dir(GitRepo(repo.path).common_dir)
 
 
@@ -109,7 +107,7 @@ def test_an_interrupted_history_read_is_finished_by_the_next_sync(project: Repo,
     monkeypatch.setattr(hindex.HistoryIndex, "_insert", dies_once)
     with HistoryIndex(_data_dir(project)) as hist:
         with pytest.raises(KeyboardInterrupt):
-            hist.update(pygit2.Repository(str(project.path)), "main", project.head())
+            hist.update(GitRepo(project.path), "main", project.head())
         assert hist.head("main") != project.head()  # the branch stays at its previous head
     monkeypatch.setattr(hindex.HistoryIndex, "_insert", real)
     index(project.path)
@@ -120,7 +118,7 @@ def test_a_long_history_is_read_within_a_budget_and_completed_by_later_syncs(rep
     for i in range(120):
         repo.write(f"f{i % 7}.txt", f"{i}\n")
         repo.commit(f"change {i}")
-    git = pygit2.Repository(str(repo.path))
+    git = GitRepo(repo.path)
     with HistoryIndex(_data_dir(repo)) as hist:
         first = hist.update(git, "main", repo.head(), budget_s=0.0)
         assert not first.complete and 0 < first.commits_reachable < 120
@@ -189,7 +187,7 @@ def test_blame_of_several_ranges_of_a_file_runs_git_once_and_agrees_with_libgit2
     repo.write("n.py", "X = 1\n")
     repo.commit("Unrelated")
     head = repo.head()
-    git = pygit2.Repository(str(repo.path))
+    git = GitRepo(repo.path)
     wanted = [("m.py", 1, 4), ("m.py", 3, 8), ("m.py", 18, 25), ("m.py", 26, 30), ("gone.py", 1, 2)]
     runs: list[list[str]] = []
     real_run = subprocess.run

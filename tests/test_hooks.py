@@ -63,14 +63,28 @@ def hooked(repo: Repo, tmp_path: Path) -> tuple[Repo, Path]:
     return repo, log
 
 
-def test_scripts_are_posix_sh_with_lf_and_the_id_line() -> None:
-    for name in install.HOOKS:
-        data = (HOOK_DIR / name).read_bytes()
+def test_scripts_are_posix_sh_with_lf_and_the_id_line(tmp_path: Path) -> None:
+    for template in set(install.TEMPLATES.values()):
+        data = (HOOK_DIR / template).read_bytes()
         assert b"\r" not in data and data.startswith(b"#!/bin/sh\n")
         assert install.ID_LINE.encode() in data
-        assert os.access(HOOK_DIR / name, os.X_OK)
-        assert subprocess.run(["sh", "-n", str(HOOK_DIR / name)]).returncode == 0
-        assert f'GITRAG_PYTHON={sys.executable}' in install.render(name, sys.executable)
+        assert os.access(HOOK_DIR / template, os.X_OK)
+    for name in install.HOOKS:
+        text = install.render(name, sys.executable)
+        assert f'GITRAG_PYTHON={sys.executable}' in text and install.ID_LINE in text
+        (tmp_path / name).write_text(text)
+        assert subprocess.run(["sh", "-n", str(tmp_path / name)]).returncode == 0
+
+
+def test_the_four_post_hooks_are_one_template_rendered_with_their_name() -> None:
+    posts = [n for n in install.HOOKS if n.startswith("post-")]
+    assert len(posts) == 4
+    texts = {name: install.render(name, "/usr/bin/python3", refs=True).splitlines() for name in posts}
+    for name, lines in texts.items():
+        assert f"GITRAG_HOOK={name}" in lines and "GITRAG_REFS=1" in lines
+        # all else is the same text: one block to read and to change, not four
+        assert [x for x in lines if not x.startswith("GITRAG_HOOK=")] == \
+            [x for x in texts["post-commit"] if not x.startswith("GITRAG_HOOK=")]
 
 
 def test_commit_sends_one_detached_event_and_returns_at_once(repo: Repo, tmp_path: Path) -> None:

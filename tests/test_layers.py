@@ -281,6 +281,35 @@ def forbidden(imports: list[Import], rules: dict[tuple[str, str], str] = FORBIDD
             if under(imp.importer, a) and under(imp.imported, b)]
 
 
+#: Modules outside gitrag/git/ that may still reach the raw pygit2 repository (``GitRepo.repo``), with the reason.
+RAW_GIT: dict[str, str] = {}
+
+
+def _raw_git_access(node: ast.AST) -> bool:
+    """``<x>.repo.repo``, ``repo.repo`` or ``GitRepo(...).repo``: the pygit2 repository behind a GitRepo."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "repo"):
+        return False
+    base = node.value
+    return (isinstance(base, ast.Attribute) and base.attr == "repo") or (isinstance(base, ast.Name) and base.id == "repo") \
+        or (isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "GitRepo")
+
+
+def raw_git(root: Path, allowed: dict[str, str] = RAW_GIT) -> list[str]:
+    """``path:line`` of each raw pygit2 access outside gitrag/git/ and the allowed modules
+    (docs/architecture.md: only gitrag/git/ talks to git), then each allowed module that no
+    longer has one (take it off the list)."""
+    out, seen = [], set()
+    for name, path in sorted(module_names(root).items()):
+        if name.startswith("gitrag.git.") or name == "gitrag.git":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if _raw_git_access(node):
+                seen.add(name)
+                if name not in allowed:
+                    out.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}: {name} reads GitRepo.repo")
+    return out + [f"{name} is listed in RAW_GIT but reads GitRepo.repo no more" for name in allowed if name not in seen]
+
+
 # --- the real tree ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -310,6 +339,10 @@ def test_private_names_stay_in_their_package() -> None:
 
 def test_forbidden_imports(real: list[Import]) -> None:
     assert forbidden(real) == []
+
+
+def test_only_the_git_layer_reaches_raw_pygit2() -> None:
+    assert raw_git(ROOT) == []
 
 
 def test_the_walk_sees_the_tree(real: list[Import]) -> None:
@@ -412,3 +445,16 @@ def test_checker_finds_a_forbidden_import(tmp_path: Path) -> None:
     })
     found = forbidden(all_imports(root))
     assert len(found) == 1 and "the SQLite state holds manifests, not points" in found[0]
+
+
+def test_checker_finds_raw_pygit2_outside_the_git_layer(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "gitrag/git/repo.py": "def head(self):\n    return self.repo.head\n",
+        "gitrag/query/rev.py": "def tip(ws):\n    return ws.repo.repo.head\n",
+        "gitrag/daemon/gc.py": "def trees(repo):\n    return repo.repo.list_worktrees()\n",
+        "gitrag/index/team.py": "def root(ws):\n    return ws.repo.root_commits()\n",
+    })
+    assert raw_git(root, {}) == ["gitrag/daemon/gc.py:2: gitrag.daemon.gc reads GitRepo.repo",
+                                 "gitrag/query/rev.py:2: gitrag.query.rev reads GitRepo.repo"]
+    assert raw_git(root, {"gitrag.index.team": "why"})[-1] == \
+        "gitrag.index.team is listed in RAW_GIT but reads GitRepo.repo no more"

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitrag.errors import EXIT_USAGE
+from gitrag.index import sparse
 from gitrag.index.store import Hit
 from gitrag.index.workspace import open_workspace
 from gitrag.query.ranking import STAGES, Candidate, DefinitionSite, analyse, rank, written_paths
@@ -232,6 +233,15 @@ def test_path_match_meets_a_file_by_the_words_stem(question: str, path: str) -> 
     assert rank(analyse(question), cands, 2, Lookup(), ("coherence",))[0].key == "r"
 
 
+def test_path_match_stems_a_question_word_as_the_sparse_terms_do() -> None:
+    # "going" stems to "go", two letters: the sparse terms keep the word whole, and so does the
+    # path match (a folder or file named "go" is not what "going" asks for)
+    assert sparse.stem("going") == "going" and sparse.stem("dependencies") == "depend"
+    cands = [cand("g", "tools/go/build.py", dense=0.5, sparse=0.5), cand("o", "shop/other.py", dense=0.6, sparse=0.6),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    assert rank(analyse("what is going wrong with the cart"), cands, 2, Lookup(), ("coherence",))[0].key == "o"
+
+
 def test_equal_scores_are_ordered_by_path_then_line() -> None:
     cands = [cand(k, p, dense=0.5, sparse=0.5, line=n) for k, p, n in (("z", "b.py", 1), ("y", "a.py", 9), ("x", "a.py", 2))]
     for order in (cands, cands[::-1]):
@@ -273,6 +283,17 @@ def test_saturation_spares_the_chunks_the_question_names() -> None:
     cands = [cand("noise", "pkg/noise.py", dense=1.0, sparse=1.0), cand("z", "z.py", dense=0.0, sparse=0.0)]
     off = ("path-match", "coherence")
     assert [c.key for c in rank(analyse(trace), cands, 3, lookup, off)] == ["fail", "convert", "noise"]
+
+
+def test_the_stage_texts_are_made_from_the_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitrag.query.ranking import pipeline
+
+    assert pipeline.describe() == STAGES
+    assert "dense weight 0.3 instead of 0.5" in STAGES["query-weights"]
+    monkeypatch.setattr(st, "DENSE_WEIGHT_SYMBOL", 0.25)  # a constant changed: its text follows
+    monkeypatch.setattr(st, "SATURATION_DECAY", 0.6)
+    texts = pipeline.describe()
+    assert "dense weight 0.25 instead of 0.5" in texts["query-weights"] and "0.6^n" in texts["saturation"]
 
 
 def test_unknown_stage_is_refused() -> None:

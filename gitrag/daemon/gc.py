@@ -47,11 +47,7 @@ def worktrees(common_dir: str | Path) -> list[str]:
     Raises NotARepository when the repository is gone."""
     repo = GitRepo(common_dir)
     paths = [str(repo.workdir)] if repo.workdir else []
-    for name in repo.repo.list_worktrees():
-        wt = repo.repo.lookup_worktree(name)
-        if not wt.is_prunable and Path(wt.path).is_dir():
-            paths.append(str(Path(wt.path).resolve()))
-    return paths
+    return paths + [str(p) for p in repo.linked_worktrees()]
 
 
 def stale(repo: GitRepo, state: State) -> bool:

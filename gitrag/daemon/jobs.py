@@ -1,8 +1,9 @@
 """The daemon's scheduled work, on apscheduler's AsyncIOScheduler.
 
 * debounce: an event (re)arms a one-shot job per repository ``debounce_s`` later, but
-  never later than ``max_delay_s`` after the first event of a burst; the job kicks the
-  worker, which syncs every dirty work tree once
+  never later than ``max_delay_s`` after the first event of a burst (the delay is
+  :class:`gitrag.daemon.debounce.Debouncer`'s); the job kicks the worker, which syncs every
+  dirty work tree once
 * reconcile, every ``reconcile_s`` and at start: drain the spool, prune the registry
   (moved repositories follow, gone ones are dropped: :func:`registry.prune`), stop the
   workers of repositories that no longer exist, then mark every work tree of every
@@ -26,6 +27,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from gitrag import config
 from gitrag.daemon import gc, registry, spool, warm
+from gitrag.daemon.debounce import Debouncer
 from gitrag.daemon.service import Service
 from gitrag.daemon.worker import RepoWorker
 from gitrag.errors import GitragError
@@ -46,7 +48,7 @@ class Jobs:
         self.debounce_s, self.max_delay_s, self.idle_s = debounce_s, max_delay_s, idle_s
         self.reconcile_s, self.gc_s = reconcile_s, gc_s
         self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None})
-        self._burst: dict[str, float] = {}  # key -> monotonic time of the burst's first event
+        self._bursts = Debouncer(debounce_s, max_delay_s)
         self._cache_gc: dict[str, float] = {}  # common dir -> time of its last cache gc
 
     def start(self) -> None:
@@ -85,11 +87,10 @@ class Jobs:
 
     def debounce(self, key: str, fn: Callable[[], None]) -> None:
         """Run ``fn`` once, ``debounce_s`` after the last call for ``key`` (capped by the burst)."""
-        first = self._burst.setdefault(key, time.monotonic())
-        delay = max(0.0, min(self.debounce_s, first + self.max_delay_s - time.monotonic()))
+        delay = self._bursts.delay(key)
 
         async def fire() -> None:
-            self._burst.pop(key, None)
+            self._bursts.fired(key)
             fn()
 
         run_at = datetime.now(UTC) + timedelta(seconds=delay)

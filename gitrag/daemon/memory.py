@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number
@@ -132,19 +132,28 @@ def shrink_sqlite(connections: Iterable[sqlite3.Connection | None]) -> int:
     return done
 
 
-def release(store_root: Path | None = None, lock: Any = None,
-            databases: Iterable[sqlite3.Connection | None] = (), mapped: Iterable[Path | None] = ()) -> bool:
+@runtime_checkable
+class MapsFiles(Protocol):
+    """An adapter that keeps files memory-mapped for as long as it is open (the embedded
+    store's segments and WAL, the static model's vectors): :func:`release` drops the pages
+    of those a sync touched. Adapters that map nothing (a Qdrant server, an HTTP embedder)
+    do not have the method."""
+
+    def mapped_files(self) -> tuple[Path, Any]:
+        """(the folder its mapped files are below, the lock to hold while their pages are
+        dropped so none is mapped or unmapped meanwhile, or None)."""
+        ...
+
+
+def release(databases: Iterable[sqlite3.Connection | None] = (), mapped: Iterable[object] = ()) -> bool:
     """After a sync: empty the sync's caches and SQLite's page caches (``databases``),
-    collect the garbage (cycles too), ``trim``, and drop the file pages of the store
-    (below ``store_root``, under its ``lock``) and of the folders in ``mapped`` (files
-    mapped for as long as the process runs: the static model's vectors), see
-    :func:`drop_file_pages`."""
+    collect the garbage (cycles too), ``trim``, and drop the file pages of those of
+    ``mapped`` that map files (:class:`MapsFiles`, below their folder, under their lock;
+    see :func:`drop_file_pages`)."""
     clear_caches()
     shrink_sqlite(databases)
     gc.collect()
-    if store_root is not None:
-        drop_file_pages(store_root, lock)
-    for folder in mapped:
-        if folder is not None:
-            drop_file_pages(folder)
+    for holder in mapped:
+        if isinstance(holder, MapsFiles):
+            drop_file_pages(*holder.mapped_files())
     return trim()

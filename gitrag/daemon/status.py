@@ -59,8 +59,4 @@ def _branch_head(ws: Workspace, name: str, current: str) -> str | None:
 
     if is_view(name):  # a revision view (ask --rev) is at its commit by definition
         return name[len(PREFIX):-1]
-    try:
-        ref = ws.repo.repo.lookup_branch(name)
-    except (ValueError, KeyError):
-        return None
-    return str(ref.target) if ref is not None else None
+    return ws.repo.branch_tip(name)

@@ -344,11 +344,10 @@ class RepoWorker:
             except GitragError as exc:
                 log.warning("closing the shards after a sync failed", error=str(exc))
         ws = self._ws
-        store, state = (ws.store, ws.state) if ws is not None else (None, None)
-        databases = [getattr(state, "db", None), getattr(getattr(state, "cache", None), "db", None),
-                     getattr(state, "_planner", None)]
-        model = getattr(getattr(ws, "_embedder", None), "path", None)  # the static model's mapped vectors
-        memory.release(getattr(store, "root", None), getattr(store, "_lock", None), databases, [model])
+        if ws is None:
+            memory.release()
+            return
+        memory.release(ws.state.connections(), [ws.store, ws.loaded_embedder])
 
     async def stop(self) -> dict[str, list[str]]:
         """Let the running sync finish, start no other; returns the work trees still dirty,

@@ -16,12 +16,10 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
-
-import pygit2
 
 from gitrag.git import log as gitlog
 from gitrag.git.log import BlameLine
+from gitrag.git.repo import GitRepo
 
 TIMEOUT_S = 60.0  # one file's run; a path beyond it is answered by libgit2 (or None)
 PARALLEL = 4  # files blamed at once
@@ -50,22 +48,22 @@ def _run(git: str, cwd: str, commit: str, path: str, ranges: Sequence[tuple[int,
     return lines or None
 
 
-def _newest(repo: pygit2.Repository, shas: set[str]) -> BlameLine | None:
+def _newest(repo: GitRepo, shas: set[str]) -> BlameLine | None:
     best, best_time = None, 0
     for cid in sorted(shas):
         try:
-            c = cast(pygit2.Commit, repo[cid])
+            c = gitlog.lookup_commit(repo, cid)
         except (KeyError, ValueError):
             continue
         newer = best is None or c.commit_time > best_time or (
-            c.commit_time == best_time and cid != best.commit and repo.descendant_of(cid, best.commit))
+            c.commit_time == best_time and cid != best.commit and gitlog.descends(repo, cid, best.commit))
         if newer:
             a = c.author
             best, best_time = BlameLine(cid, int(a.time), int(a.offset), a.name, a.email), c.commit_time
     return best
 
 
-def blame_ranges(repo: pygit2.Repository, commit: str, wanted: Sequence[tuple[str, int, int]]
+def blame_ranges(repo: GitRepo, commit: str, wanted: Sequence[tuple[str, int, int]]
                  ) -> dict[tuple[str, int, int], BlameLine | None]:
     """For each ``(path, start, end)`` of ``wanted`` (lines 1-based, inclusive, as of
     ``commit``), the newest of the commits that last changed one of its lines; None where
@@ -78,7 +76,7 @@ def blame_ranges(repo: pygit2.Repository, commit: str, wanted: Sequence[tuple[st
             if (start, end) not in by_path[path]:
                 by_path[path].append((start, end))
     git = shutil.which("git")
-    cwd = repo.workdir or repo.path
+    cwd = str(repo.workdir or repo.git_dir)
     out: dict[tuple[str, int, int], BlameLine | None] = {key: None for key in wanted}
 
     def one(path: str) -> dict[int, str] | None:

@@ -1,8 +1,8 @@
 """Reading commits from git's object database (pygit2): the history's own adapter.
 
 The branch index reads trees through :mod:`gitrag.git.repo`; the commit index reads
-commits, their first-parent tree diffs and blame through this module, over the same
-``pygit2.Repository`` (``GitRepo.repo``). Paths are decoded as ``gitrepo.decode_path``
+commits, their first-parent tree diffs and blame through this module, over the
+repository a :class:`~gitrag.git.repo.GitRepo` opened (its callers never touch pygit2's). Paths are decoded as ``gitrepo.decode_path``
 does, so a commit's paths are spelled like the manifest's.
 """
 
@@ -15,7 +15,7 @@ from typing import cast
 import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, SortMode
 
-from gitrag.git.repo import decode_path
+from gitrag.git.repo import GitRepo, decode_path
 
 #: A commit touching more paths than this lists only the first ones (a vendored import or a
 #: mass reformat; the count is kept): its paths say nothing about where a change lives.
@@ -58,10 +58,10 @@ class CommitInfo:
         return self.message.strip().split("\n", 1)[0].strip()
 
 
-def walk_commits(repo: pygit2.Repository, heads: list[str], hide: str | None = None) -> Iterator[pygit2.Commit]:
+def walk_commits(repo: GitRepo, heads: list[str], hide: str | None = None) -> Iterator[pygit2.Commit]:
     """Commits reachable from ``heads`` (not from ``hide``), newest first (by commit time,
     parents after children). An id that is not a commit is left out."""
-    walker = repo.walk(None, SortMode.TOPOLOGICAL | SortMode.TIME)
+    walker = repo.repo.walk(None, SortMode.TOPOLOGICAL | SortMode.TIME)
     for h in heads:
         try:
             walker.push(h)
@@ -75,9 +75,18 @@ def walk_commits(repo: pygit2.Repository, heads: list[str], hide: str | None = N
     yield from walker
 
 
-def lookup_commit(repo: pygit2.Repository, oid: str) -> pygit2.Commit:
-    """The commit ``oid`` (raises KeyError or ValueError as ``repo[oid]`` does)."""
-    return cast(pygit2.Commit, repo[oid])
+def lookup_commit(repo: GitRepo, oid: str) -> pygit2.Commit:
+    """The commit ``oid`` (raises KeyError or ValueError as pygit2's ``repo[oid]`` does)."""
+    return cast(pygit2.Commit, repo.repo[oid])
+
+
+def descends(repo: GitRepo, head: str, old: str) -> bool:
+    """Whether ``head`` is ``old`` or a descendant of it; False when ``old`` is gone (a
+    force-push and a gc) or either is not a commit id."""
+    try:
+        return head == old or bool(repo.repo.descendant_of(head, old))
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def message(c: pygit2.Commit) -> str:
@@ -85,7 +94,7 @@ def message(c: pygit2.Commit) -> str:
     return c.message if isinstance(c.message, str) else c.raw_message.decode("utf-8", "replace")
 
 
-def read_commit(repo: pygit2.Repository, oid: str) -> CommitInfo:
+def read_commit(repo: GitRepo, oid: str) -> CommitInfo:
     """The commit ``oid`` with the paths it changed against its first parent (all of its
     tree for a root commit), renames found when the diff has both additions and deletions
     (only then can there be one: the similarity search reads blobs, so it is skipped otherwise)."""
@@ -130,12 +139,12 @@ class BlameLine:
     email: str
 
 
-def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end: int) -> BlameLine | None:
+def blame_range(repo: GitRepo, commit: str, path: str, start: int, end: int) -> BlameLine | None:
     """Of the commits that last changed lines ``start``-``end`` (1-based, inclusive) of
     ``path`` as of ``commit``, the newest (by commit time; a descendant on a tie); None when git cannot blame the
     path there (not in that tree, a bad range)."""
     try:
-        blame = repo.blame(path, newest_commit=commit, min_line=start, max_line=end)
+        blame = repo.repo.blame(path, newest_commit=commit, min_line=start, max_line=end)
     except (KeyError, ValueError, pygit2.GitError):
         return None
     best, best_time = None, 0
@@ -147,7 +156,7 @@ def blame_range(repo: pygit2.Repository, commit: str, path: str, start: int, end
             continue
         a = c.author
         newer = best is None or c.commit_time > best_time or (
-            c.commit_time == best_time and cid != best.commit and repo.descendant_of(cid, best.commit))
+            c.commit_time == best_time and cid != best.commit and repo.repo.descendant_of(cid, best.commit))
         if newer:
             best, best_time = BlameLine(cid, int(a.time), int(a.offset), a.name, a.email), c.commit_time
     return best

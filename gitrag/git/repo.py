@@ -16,7 +16,7 @@ from typing import cast
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
 
-from gitrag.errors import EmptyRepository, NotARepository, UnsupportedPath, UnsupportedRepository
+from gitrag.errors import EmptyRepository, NotARepository, UnknownRevision, UnsupportedPath, UnsupportedRepository
 
 ZERO_OID = "0" * 40
 DETACHED = "(detached)"
@@ -144,8 +144,45 @@ class GitRepo:
 
     def distance(self, a: str, b: str) -> int:
         """Commits on either side between ``a`` and ``b`` (ahead + behind)."""
-        ahead, behind = self.repo.ahead_behind(a, b)
+        ahead, behind = self.ahead_behind(a, b)
         return ahead + behind
+
+    def ahead_behind(self, a: str, b: str) -> tuple[int, int]:
+        """(commits reachable from ``a`` only, from ``b`` only)."""
+        ahead, behind = self.repo.ahead_behind(a, b)
+        return int(ahead), int(behind)
+
+    def resolve(self, rev: str) -> str:
+        """The commit id ``rev`` names (git's revision syntax: a tag, a branch, a short id,
+        ``HEAD~20``). Raises UnknownRevision with git's reason."""
+        try:
+            return str(self.repo.revparse_single(rev).peel(pygit2.Commit).id)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
+            detail = str(exc).strip().strip("'") or type(exc).__name__
+            why = "" if detail == rev else f" ({detail})"  # git's message is often the name again
+            raise UnknownRevision(f"unknown revision {rev!r}{why}; give a tag, a commit or e.g. HEAD~20") from None
+
+    def root_commits(self, head: str) -> list[str]:
+        """The ids of the commits reachable from ``head`` that have no parent, sorted."""
+        return sorted(str(c.id) for c in self.repo.walk(head, pygit2.enums.SortMode.NONE) if not c.parents)
+
+    def remotes(self) -> dict[str, str]:
+        """Remote name -> URL (``""`` where git has none)."""
+        return {r.name or "": r.url or "" for r in self.repo.remotes}
+
+    @property
+    def is_shallow(self) -> bool:
+        """Whether this is a shallow clone (its oldest commits are cuts, not roots)."""
+        return bool(self.repo.is_shallow)
+
+    def linked_worktrees(self) -> list[Path]:
+        """The linked worktrees (``git worktree add``) that still exist, resolved; not the main one."""
+        paths = []
+        for name in self.repo.list_worktrees():
+            wt = self.repo.lookup_worktree(name)
+            if not wt.is_prunable and Path(wt.path).is_dir():
+                paths.append(Path(wt.path).resolve())
+        return paths
 
     def branches(self) -> list[str]:
         return list(self.repo.branches.local)
@@ -206,16 +243,28 @@ class GitRepo:
         except (pygit2.GitError, ValueError):
             return None
 
-    def worktree_changes(self) -> int:
-        """Tracked files that differ between HEAD and the work tree or index, plus untracked
-        ones not ignored (each file of an untracked folder counts, as gitrag.query.worktree counts them)."""
+    def root_blob(self, commit: str, name: str) -> str | None:
+        """The blob id of the file ``name`` at the top of ``commit``'s tree; None when there is none."""
+        tree = self._tree(commit)
+        entry = tree[name] if name in tree else None
+        return str(entry.id) if entry is not None and entry.type == pygit2.enums.ObjectType.BLOB else None
+
+    def changed_paths(self) -> list[str]:
+        """``git status``'s paths: tracked files that differ between HEAD and the work tree or
+        index, plus untracked ones not ignored (each file of an untracked folder); [] for a
+        bare repository or when git cannot read the status. Names as git status gives them
+        (surrogate escapes for bytes that are not UTF-8)."""
         if self.workdir is None:
-            return 0
+            return []
         try:
             status = self.repo.status(untracked_files="all")
         except pygit2.GitError:
-            return 0
-        return sum(1 for flags in status.values() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED)
+            return []
+        return [p for p, flags in status.items() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED]
+
+    def worktree_changes(self) -> int:
+        """How many :meth:`changed_paths` there are (as gitrag.query.worktree counts them)."""
+        return len(self.changed_paths())
 
 
 def _open(git_dir: str) -> pygit2.Repository:

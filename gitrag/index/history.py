@@ -44,6 +44,7 @@ import structlog
 
 from gitrag.git import log as gitlog
 from gitrag.git.log import CommitInfo, FileChange
+from gitrag.git.repo import GitRepo
 from gitrag.index import sparse
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ class HistoryIndex:
         row = self.db.execute("SELECT head FROM heads WHERE branch=?", (branch,)).fetchone()
         return row[0] if row else None
 
-    def update(self, repo: pygit2.Repository, branch: str, head: str, budget_s: float | None = None) -> UpdateSummary:
+    def update(self, repo: GitRepo, branch: str, head: str, budget_s: float | None = None) -> UpdateSummary:
         """Make ``branch``'s history the commits reachable from ``head``.
 
         When its recorded head is an ancestor of ``head``, the commits in between are read
@@ -214,7 +215,7 @@ class HistoryIndex:
         if old == head and not frontier:
             out.commits_reachable = have
             return out
-        reset = old is None or (old != head and not _descends(repo, head, old))
+        reset = old is None or (old != head and not gitlog.descends(repo, head, old))
         linked: list[str] = []
         if reset:
             frontier, have = [head], 0
@@ -243,7 +244,7 @@ class HistoryIndex:
         out.seconds = round(time.perf_counter() - t0, 3)
         return out
 
-    def _backfill(self, repo: pygit2.Repository, branch: str, frontier: list[str], seen: set[str],
+    def _backfill(self, repo: GitRepo, branch: str, frontier: list[str], seen: set[str],
                   deadline: float | None, room: int, out: UpdateSummary) -> tuple[list[str], list[str]]:
         """Walk back from ``frontier`` (newest first), reading the commits the index lacks,
         until ``deadline`` or ``room`` commits; returns (the commits walked, the new
@@ -276,7 +277,7 @@ class HistoryIndex:
                 if self.db.execute("SELECT 1 FROM reach WHERE branch=? AND commit_id=?", (branch, i)).fetchone()}
         return walked, [o for o in left if o not in have]
 
-    def _read_missing(self, repo: pygit2.Repository, oids: list[str], out: UpdateSummary) -> int:
+    def _read_missing(self, repo: GitRepo, oids: list[str], out: UpdateSummary) -> int:
         """Read from git and insert the commits of ``oids`` the index lacks; returns how many."""
         known = self._ids(oids)
         missing = [o for o in oids if o not in known]
@@ -461,7 +462,7 @@ def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | Non
             budget = None if code_seconds is None else BUDGET_SHARE * code_seconds
             if budget is not None and hist.has_commits():  # not the repository's first read: the floor
                 budget = max(MIN_BUDGET_S, budget)
-            summary = hist.update(ws.repo.repo, branch, head, budget_s=budget)
+            summary = hist.update(ws.repo, branch, head, budget_s=budget)
             hist.prune(b.name for b in ws.state.branches())
         if summary.commits_read:
             log.info("history", branch=branch, read=summary.commits_read, reachable=summary.commits_reachable,
@@ -472,13 +473,6 @@ def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | Non
         if isinstance(exc, DAMAGE):  # derived from git alone: the next sync reads it anew
             discard(ws.data_dir)
         return None
-
-
-def _descends(repo: pygit2.Repository, head: str, old: str) -> bool:
-    try:
-        return head == old or repo.descendant_of(head, old)
-    except (KeyError, ValueError, pygit2.GitError):  # the old head is gone (force-push + gc)
-        return False
 
 
 def _commit(r: tuple) -> Commit:

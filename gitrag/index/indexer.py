@@ -45,7 +45,7 @@ from gitrag.index.workspace import Workspace
 log = structlog.get_logger("gitrag.index.indexer")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-UPSERT_BATCH = 256
+UPSERT_BATCH = views.UPSERT_BATCH  # the sync's points per upsert, named here so a test can shrink it
 # A sync is written in batches of about this many new points (or of this many paths): what
 # it holds in memory (texts, vectors, sparse vectors, points, the plan) is bounded by the
 # batch, not by the repository (see Indexer._apply).

@@ -76,20 +76,6 @@ def signatures(dense: list[np.ndarray], terms: list[Any]) -> list[list[float]]:
     return out
 
 
-def _signature_ok(want: Any, dense: np.ndarray, terms: Any) -> bool:
-    if not isinstance(want, list) or len(want) != 6 or not all(isinstance(x, (int, float)) for x in want):
-        return False
-    if terms is None or dense.size == 0 or not np.isfinite(dense).all():
-        return False
-    got = signature(dense, terms)
-    if got[4:] != want[4:]:  # the term ids' sum and their number: exact
-        return False
-    if abs(got[3] - want[3]) > SIG_TOLERANCE * max(1.0, abs(want[3])):
-        return False
-    g, w = np.array([got[:3]], dtype=np.float64), np.array([want[:3]], dtype=np.float64)
-    return bool((np.abs(g - w) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(w))).all() or _rescaled_near(g, w)[0])
-
-
 def _rescaled_near(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Rows of ``got`` ([r1, r2, |v|^2]) that match ``want`` once the vector is scaled back to
     the signed norm: a store may rescale a vector (a Qdrant server normalises every vector
@@ -131,8 +117,12 @@ def payload_ok(point_id: str, payload: dict[str, Any]) -> bool:
 
 
 def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) -> list[bool]:
-    """:func:`_signature_ok` of many points at once: one product for their projections and
-    norms (a point's own ``signature`` in a loop cost ~25 us; the products are most of it)."""
+    """Whether each point's vectors match its stored signature ``sigs[i]`` (see :func:`signature`):
+    the term ids' sum and count exactly, the sparse weights' sum, the two projections and
+    ``|v|^2`` to ``SIG_TOLERANCE`` (or the projections once a rescaled vector is scaled back,
+    :func:`_rescaled_near`). False for a signature that is not six numbers, a missing sparse
+    vector, an empty, non-1-D or non-finite dense vector. One product per dimension for all
+    the projections and norms (a point's own ``signature`` in a loop cost ~25 us)."""
     ok = [isinstance(w, list) and len(w) == 6 and all(isinstance(x, (int, float)) for x in w) and t is not None
           and v.ndim == 1 and v.size > 0 for w, v, t in zip(sigs, dense, terms, strict=True)]
     by_dim: dict[int, list[int]] = {}

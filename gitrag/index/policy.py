@@ -46,7 +46,6 @@ import re
 from dataclasses import dataclass
 
 import pathspec
-import pygit2
 
 from gitrag.git.repo import Entry, GitRepo
 
@@ -123,10 +122,8 @@ class Policy:
     def _load_ignore(self) -> pathspec.PathSpec:
         """The defaults first, then the repository's .gitragignore: its later lines win, so
         a negation there re-includes what a default skips (gitignore's last-match rule)."""
-        tree = self.repo.repo[self.commit].peel(pygit2.Tree)
-        lines: list[str] = []
-        if IGNORE_FILE in tree:
-            lines = self.repo.read_blob(str(tree[IGNORE_FILE].id)).decode("utf-8", "replace").splitlines()
+        blob = self.repo.root_blob(self.commit, IGNORE_FILE)
+        lines = self.repo.read_blob(blob).decode("utf-8", "replace").splitlines() if blob else []
         return pathspec.PathSpec.from_lines("gitignore", [*DEFAULT_PATTERNS, *lines])
 
     def _default_reason(self, pattern: str) -> str:

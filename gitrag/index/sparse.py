@@ -33,7 +33,9 @@ B = 0.75
 AVGDL = 120.0  # a typical chunk's term count; fixed so weights need no corpus statistics
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*|\d+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# The words of one camelCase piece: ``HTTPServerError`` -> HTTP, Server, Error; ``utf8`` -> utf, 8.
+# Ranking's path match splits file names with it too, so a question word meets what was indexed.
+CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 STOP = frozenset(
     """a an and are as at be by for from has have how in into is it its of on or that the
@@ -61,15 +63,18 @@ def _word_terms(word: str) -> tuple[str, ...]:
     if len(parts) > 1 or (parts and parts[0] != whole):
         out.extend(p for p in parts if p != whole)
     for part in words:
-        root = _stem(part)
+        root = stem(part)
         if root != part:
             out.append(root)
     return tuple(out)
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    """Porter2 stem of an alphabetic word of 4+ letters; other words unchanged."""
+def stem(word: str) -> str:
+    """Porter2 stem of an alphabetic word of 4+ letters (``sessions`` -> ``session``); other
+    words, and a word whose stem would be under 3 letters (``being`` -> ``be``, ``doing`` ->
+    ``do``: a stop word or a language's name, not an inflection), unchanged. The sparse
+    terms' stemmer, and ranking's path match, so both stem alike (cached)."""
     if len(word) < 4 or not word.isalpha():
         return word
     root = _STEMMER.stemWord(word)
@@ -84,7 +89,7 @@ def _split(word: str) -> tuple[list[str], list[str]]:
     for piece in re.split(r"[._$]+", word):
         if not piece:
             continue
-        sub = [s.lower() for s in _CAMEL.findall(piece) or [piece]]
+        sub = [s.lower() for s in CAMEL.findall(piece) or [piece]]
         if len(sub) > 1:
             parts.append(piece.lower())
         parts.extend(sub)

@@ -360,6 +360,11 @@ class State:
         except FileNotFoundError:
             return False
 
+    def connections(self) -> list[sqlite3.Connection]:
+        """The open SQLite connections: the state's, the vector cache's and the planner's
+        when it has one (for a caller emptying their page caches; not to query)."""
+        return [self.db, self.cache.db, *([self._planner] if self._planner is not None else [])]
+
     def close(self) -> None:
         if self._planner is not None:
             self._planner.close()

@@ -82,10 +82,7 @@ def root_commit(repo: GitRepo, data_dir: Path | None = None) -> str:
                 return text
         except OSError:
             pass
-    import pygit2
-
-    roots = sorted(str(c.id) for c in repo.repo.walk(head, pygit2.enums.SortMode.NONE) if not c.parents)
-    root = roots[0]
+    root = repo.root_commits(head)[0]
     if cached is not None:
         try:
             cached.write_text(root + "\n")
@@ -96,7 +93,7 @@ def root_commit(repo: GitRepo, data_dir: Path | None = None) -> str:
 
 def remote_url(repo: GitRepo) -> str:
     """``origin``'s URL, else the first remote's (sorted by name), else ``""``."""
-    remotes = {r.name or "": r.url or "" for r in repo.repo.remotes}
+    remotes = repo.remotes()
     if "origin" in remotes:
         return remotes["origin"]
     return remotes[sorted(remotes)[0]] if remotes else ""
@@ -110,7 +107,7 @@ def team_id(repo: GitRepo, settings: Settings, data_dir: Path | None = None) -> 
         if not _ID.match(settings.team_repo_id):
             raise ConfigError(f"team_repo_id {settings.team_repo_id!r} must be 1-40 letters, digits, '_' or '-'")
         return settings.team_repo_id
-    if repo.repo.is_shallow:  # its oldest commit is a cut, not the repository's root: another id
+    if repo.is_shallow:  # its oldest commit is a cut, not the repository's root: another id
         raise ConfigError("this clone is shallow, so its root commit is not the repository's and its team id would "
                           "differ from every full clone's: fetch the whole history (CI: fetch-depth 0) or set "
                           "GITRAG_TEAM_REPO_ID (team_repo_id)")

@@ -41,7 +41,7 @@ from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.index.views")
 
-UPSERT_BATCH = 256
+UPSERT_BATCH = 256  # points per upsert call: its vectors, sparse vectors and payloads in memory at once
 REBUILD_SLICE = 8192  # points whose vectors are read from the cache at a time (_upsert)
 Change = Callable[[sqlite3.Connection], None]
 

@@ -54,6 +54,11 @@ class Workspace:
         return self._embedder
 
     @property
+    def loaded_embedder(self) -> Embedder | None:
+        """The embedder if it was made already (None: nothing asked for it; not made here)."""
+        return self._embedder
+
+    @property
     def repo_id(self) -> str:
         """The repository's id (the data folder is named with it)."""
         return identity.repo_id_of(self.data_dir)

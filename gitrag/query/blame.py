@@ -13,14 +13,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import pygit2
-
 from gitrag.git import blame as gitblame
 from gitrag.git import log as gitlog
 from gitrag.git.log import BlameLine
+from gitrag.git.repo import GitRepo
 
 
-def blame_results(repo: pygit2.Repository, commit: str | None, keys: list[tuple[str, int, int]]
+def blame_results(repo: GitRepo, commit: str | None, keys: list[tuple[str, int, int]]
                   ) -> dict[tuple[str, int, int], dict[str, Any] | None]:
     """:func:`blame_result` of each ``(path, start, end)`` of ``keys``, the ranges of one
     file blamed by one run of git (gitrag.git.blame.blame_ranges)."""
@@ -30,7 +29,7 @@ def blame_results(repo: pygit2.Repository, commit: str | None, keys: list[tuple[
     return {key: _described(repo, found.get(key)) for key in keys}
 
 
-def blame_result(repo: pygit2.Repository, commit: str | None, path: str, start: int, end: int) -> dict[str, Any] | None:
+def blame_result(repo: GitRepo, commit: str | None, path: str, start: int, end: int) -> dict[str, Any] | None:
     """``{"commit", "date", "author", "email", "subject"}`` of the last commit that changed
     a line of ``path``:``start``-``end`` as of ``commit``; None when git cannot say (no
     commit, the path is not in that tree)."""
@@ -39,7 +38,7 @@ def blame_result(repo: pygit2.Repository, commit: str | None, path: str, start: 
     return _described(repo, gitlog.blame_range(repo, commit, path, start, end))
 
 
-def _described(repo: pygit2.Repository, found: BlameLine | None) -> dict[str, Any] | None:
+def _described(repo: GitRepo, found: BlameLine | None) -> dict[str, Any] | None:
     if found is None:
         return None
     c = gitlog.lookup_commit(repo, found.commit)

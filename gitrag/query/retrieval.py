@@ -33,7 +33,6 @@ PREFETCH = 50  # candidates from each of the dense and sparse lists (40: mean nD
 #: only below it). A click concept target at dense rank 5 that BM25 puts at rank 40-58 had
 #: sparse 0 and fell out of the top 10 (BENCHMARKS.md, "Concept questions: where the target sits").
 SCORE_DEPTH = 300
-KNOWN_PATH_MATCHES = 3  # a bare file name in a long question ("core.py") may name at most this many files
 EXPAND_TOP = 3  # results whose dependencies --expand follows
 EXPAND_MAX_CANDIDATES = 2  # skip call edges that could mean more definitions than this
 
@@ -257,7 +256,7 @@ class _Lookup:
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
 
     def known_paths(self, written: str) -> list[str]:
-        return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch), KNOWN_PATH_MATCHES)
+        return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch))
 
     def project_names(self) -> frozenset[str]:
         return _top_folders(symbols.branch_paths(self.ws, self.branch))

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pygit2
-
 from gitrag.errors import UnknownRevision as UnknownRevision  # defined there, named here too
 from gitrag.index.indexer import Indexer, IndexSummary, forget_branch
 from gitrag.index.store import SearchFilter
@@ -40,13 +38,7 @@ def is_view(name: str) -> bool:
 
 def resolve(ws: Workspace, rev: str) -> str:
     """The commit id ``rev`` names (git's revision syntax). Raises UnknownRevision."""
-    try:
-        obj = ws.repo.repo.revparse_single(rev)
-        return str(obj.peel(pygit2.Commit).id)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
-        detail = str(exc).strip().strip("'") or type(exc).__name__
-        why = "" if detail == rev else f" ({detail})"  # git's message is often the name again
-        raise UnknownRevision(f"unknown revision {rev!r}{why}; give a tag, a commit or e.g. HEAD~20") from None
+    return ws.repo.resolve(rev)
 
 
 def ensure(ws: Workspace, rev: str, progress: Callable[[str, int, int], None] | None = None

@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import pathspec
 import pygit2
-from pygit2.enums import FileStatus
 
 from gitrag.git.repo import Entry, is_utf8
 from gitrag.index import sparse
@@ -302,11 +301,7 @@ def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
     repo = ws.repo
     if repo.workdir is None:
         return [], 0
-    try:
-        status = repo.repo.status(untracked_files="all")
-    except pygit2.GitError:
-        return [], 0
-    changed = {p for p, flags in status.items() if flags != FileStatus.CURRENT and not flags & FileStatus.IGNORED}
+    changed = set(repo.changed_paths())
     # a name that is not UTF-8 (surrogate escapes from git status) is counted as changed but
     # not overlaid: the index spells it with \xNN escapes (gitrepo.decode_path), so its
     # committed chunks answer as indexed, and no query or SQLite key ever meets the raw bytes

@@ -82,6 +82,11 @@ class StaticEmbedder:
         self._vectors: np.ndarray | None = None
         self._keep: np.ndarray | None = None
 
+    def mapped_files(self) -> tuple[Path, None]:
+        """(the model folder, whose vectors are memory-mapped once loaded; no lock needed:
+        the mapping stays for the process's life; see gitrag.daemon.memory.MapsFiles)."""
+        return self.path, None
+
     @property
     def fingerprint(self) -> str:
         return make_fingerprint(

@@ -281,6 +281,11 @@ class EdgeStore:
         self._lock = threading.RLock()
         self._written: dict[str, int] = {}  # collection -> points upserted since its last optimize
 
+    def mapped_files(self) -> tuple[Path, threading.RLock]:
+        """(the folder of the shards' memory-mapped segment and WAL files, the lock under
+        which no shard is opened or closed; see gitrag.daemon.memory.MapsFiles)."""
+        return self.root, self._lock
+
     # -- collections ---------------------------------------------------------------
 
     def _dir(self, name: str) -> Path:

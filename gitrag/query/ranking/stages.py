@@ -13,16 +13,12 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 __all__ = ["Candidate", "DefinitionSite", "ordered", "replace", "select"]
 from pathlib import PurePosixPath
 
-import snowballstemmer
-
+from gitrag.index.sparse import CAMEL, stem
 from gitrag.query.ranking.query import Query
-
-_STEMMER = snowballstemmer.stemmer("english")
 
 # -- fusion -----------------------------------------------------------------------------------
 
@@ -283,12 +279,11 @@ _STOP = frozenset(
     "a an and are as at be by do does for from has have how if in is it not of on or the to was what when "
     "where which who why with".split()
 )
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _split(name: str) -> set[str]:
-    return {p.lower() for piece in re.split(r"[_.\-]+", name) for p in _CAMEL.findall(piece) or [piece] if p}
+    return {p.lower() for piece in re.split(r"[_.\-]+", name) for p in CAMEL.findall(piece) or [piece] if p}
 
 
 def _path_parts(path: str) -> set[str]:
@@ -304,18 +299,12 @@ def _prefix_match(a: str, b: str) -> bool:
     return len(short) >= PATH_MATCH_MIN_PREFIX and long.startswith(short)
 
 
-@lru_cache(maxsize=16384)
-def _stem(word: str) -> str:
-    """Porter2 stem (the sparse terms' stemmer): ``dependency``/``dependencies`` -> ``depend``."""
-    return _STEMMER.stemWord(word) if len(word) >= 4 and word.isalpha() else word
-
-
 def _overlap(words: set[str], parts: set[str]) -> int:
     """How many query words equal a path part, share its English stem (``dependency`` and
     ``dependencies/``, ``routes`` and ``routing.py``) or are a 3+ letter prefix of one (or it
     of them)."""
-    stems = {_stem(p) for p in parts}
-    return sum(1 for w in words if w in parts or _stem(w) in stems or any(_prefix_match(w, p) for p in parts))
+    stems = {stem(p) for p in parts}
+    return sum(1 for w in words if w in parts or stem(w) in stems or any(_prefix_match(w, p) for p in parts))
 
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:

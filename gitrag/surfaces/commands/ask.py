@@ -167,7 +167,7 @@ def _blames(repo: str, r: AskResponse) -> list[dict | None]:
     from gitrag.git.repo import GitRepo
     from gitrag.query.blame import blame_results
 
-    git = GitRepo(repo).repo
+    git = GitRepo(repo)
     seen = blame_results(git, r.freshness.commit, list(dict.fromkeys((res.path, res.start_line, res.end_line)
                                                                      for res in r.results)))
     return [seen[(res.path, res.start_line, res.end_line)] for res in r.results]

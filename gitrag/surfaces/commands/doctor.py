@@ -241,8 +241,8 @@ def check_lag(repo: GitRepo) -> list[Check]:
         return [Check("lag", "warn", "nothing indexed yet", f"gitrag index --repo {repo.root}")]
     checks = []
     for b in branches:
-        ref = repo.repo.lookup_branch(b.name) if b.name in repo.branches() else None
-        head = str(ref.target) if ref is not None else (repo.head() if b.name == repo.branch() else None)
+        tip = repo.branch_tip(b.name) if b.name in repo.branches() else None
+        head = tip if tip is not None else (repo.head() if b.name == repo.branch() else None)
         if head is None:
             checks.append(Check(f"lag {b.name}", "ok", "branch gone: its index is dropped after the TTL"))
         elif head == b.indexed_commit:
@@ -326,7 +326,7 @@ def lag_phrase(repo: GitRepo, head: str, indexed: str | None) -> str:
         return "not indexed yet (the first index has not finished)"
     if not repo.has_commit(indexed):
         return "? commit(s) behind (the indexed commit is gone from the repository)"
-    missing, extra = repo.repo.ahead_behind(head, indexed)  # in HEAD only, in the index only
+    missing, extra = repo.ahead_behind(head, indexed)  # in HEAD only, in the index only
     if extra == 0:
         return f"{missing} commit(s) behind"
     if missing == 0:

@@ -5,8 +5,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gitrag.errors import EXIT_OK, ConfigError, StoreError
-from gitrag.index import lock as index_lock
-from gitrag.index.indexer import Indexer
 from gitrag.index.store import SearchFilter
 from gitrag.index.workspace import Workspace, open_workspace
 from gitrag.query import ranking
@@ -14,7 +12,7 @@ from gitrag.query.evaluation import load_dataset, run_dataset
 from gitrag.query.evaluation.grep import GrepBaseline, head_files
 from gitrag.query.evaluation.report import print_report
 from gitrag.query.retrieval import search
-from gitrag.surfaces import output
+from gitrag.surfaces import output, syncing
 
 INDEX_MODES = ("hybrid", "dense", "sparse")
 ALL_MODES = (*INDEX_MODES, "rrf", "grep", "ripgrep")  # rrf: the store's RRF fusion without gitrag.query.ranking
@@ -48,9 +46,8 @@ def evaluate(
     ws = open_workspace(repo)
     held = contextlib.ExitStack()  # the repository's index lock, released after the store closes
     try:
-        held.enter_context(index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))))
-        with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
-            summary = Indexer(ws, progress).sync()
+        held.enter_context(syncing.locked(ws))
+        summary = syncing.sync_shown(ws, not as_json)
         if not as_json:
             output.info(f"index of {summary.branch} at {summary.commit[:12]}: {summary.chunks_total} chunks")
         report = run_dataset(data, _searchers(ws, modes or DEFAULT_MODES, k, scope, ablate, excluded), k, scope)

@@ -6,10 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gitrag.errors import EXIT_OK, StoreError
-from gitrag.index import lock as index_lock
-from gitrag.index.indexer import Indexer, IndexSummary
+from gitrag.index.indexer import IndexSummary
 from gitrag.index.workspace import open_workspace
-from gitrag.surfaces import output
+from gitrag.surfaces import output, syncing
 
 POLL_S = 0.5  # how often a routed index asks the daemon for its progress
 # Ctrl-C: what was done stays (the batched sync's journal and the vector cache, see
@@ -33,25 +32,11 @@ def index(repo: str, as_json: bool, rebuild: bool = False, publish: bool = False
         summary = IndexSummary(**{k: v for k, v in routed.items() if k in IndexSummary.__dataclass_fields__})
     else:
         ws = open_workspace(repo, rebuild=rebuild)
-        closed = False
         try:
-            # another in-process index of this repository: wait for it before any work, and
-            # close the store before letting the next one in (its shard lock goes with it)
-            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
-                try:
-                    with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
-                        summary = Indexer(ws, progress).sync(rebuild=rebuild)
-                except BaseException:
-                    closed = True
-                    with contextlib.suppress(Exception):  # the sync's error is the one to report
-                        ws.close()
-                    raise
-                closed = True
-                ws.close()
+            summary = syncing.sync_and_close(ws, not as_json, rebuild)
         except BaseException as exc:
-            if not closed:  # interrupted while waiting for the lock
-                with contextlib.suppress(Exception):
-                    ws.close()
+            with contextlib.suppress(Exception):  # interrupted while waiting for the lock: still open
+                ws.close()
             if isinstance(exc, KeyboardInterrupt):
                 output.info(INTERRUPTED)
             # a daemon started since we looked, and holds the store: it syncs instead

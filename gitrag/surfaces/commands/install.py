@@ -170,17 +170,14 @@ def _first_index(r: GitRepo) -> None:
     try:
         summary = routing.index(str(r.root))
         if summary is None:  # the daemon went away: index in-process
-            from gitrag.index import lock as index_lock
-            from gitrag.index.indexer import Indexer
             from gitrag.index.workspace import open_workspace
+            from gitrag.surfaces import syncing
 
             ws = open_workspace(r.root)
-            with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
-                try:
-                    with output.progress_bar(True, f"indexing {ws.repo.branch()}") as progress:
-                        summary = Indexer(ws, progress).sync().to_json()
-                finally:
-                    ws.close()
+            try:
+                summary = syncing.sync_and_close(ws, True).to_json()
+            finally:
+                ws.close()  # interrupted while waiting for the lock: still open (twice is harmless)
     except client.CommandError as exc:
         if exc.kind != EmptyRepository.__name__:
             raise

@@ -8,10 +8,9 @@ import contextlib
 from collections.abc import Callable
 
 from gitrag.errors import EXIT_OK, ConfigError, StoreHeld
-from gitrag.index import lock as index_lock
-from gitrag.index.indexer import Indexer, IndexSummary
+from gitrag.index.indexer import IndexSummary
 from gitrag.index.workspace import open_workspace
-from gitrag.surfaces import output
+from gitrag.surfaces import output, syncing
 
 
 def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as_branch: str = "",
@@ -28,10 +27,9 @@ def index_and_publish(repo: str, as_json: bool, rebuild: bool, wait_s: float, as
         if s.team_role != "writer":
             raise ConfigError("this machine's team role is 'reader' (read-only): publishing needs GITRAG_TEAM_ROLE=writer "
                               "(team_role in your config), usually on the CI job only")
-        with index_lock.held(ws.data_dir, lambda pid: output.info(index_lock.waiting_notice(pid))):
+        with syncing.locked(ws):
             try:
-                with output.progress_bar(not as_json, f"indexing {ws.repo.branch()}") as progress:
-                    summary = Indexer(ws, progress).sync(rebuild=rebuild)
+                summary = syncing.sync_shown(ws, not as_json, rebuild)
             except StoreHeld as exc:
                 raise StoreHeld(f"{exc} (--publish reads the local index in this process: stop the daemon with "
                                 f"`gitrag daemon --stop`, or publish from a clone without one, as CI does)") from None

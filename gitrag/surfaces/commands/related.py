@@ -51,13 +51,17 @@ def _repository_path(where: str, repo: str) -> str:
     """``where`` as the index spells it (relative to the repository's root, ``/``-separated).
     A path as a shell gives it (relative to the current folder, e.g. typed in a subfolder
     with tab completion, or absolute) names the same file when no such repository-relative
-    file exists; anything else is left as it is, for the index to say what it holds."""
+    file exists; anything else is left as it is, for the index to say what it holds. The
+    root is found as the daemon client finds it (a few ``stat`` calls): the repository is
+    opened once, by the daemon or by the in-process workspace, not here too."""
     import os
     from pathlib import Path
 
-    from gitrag.git.repo import GitRepo
+    from gitrag.daemon import routing
 
-    root = GitRepo(repo).root
+    root = routing.workdir(repo)
+    if root is None:  # a bare repository: no work tree for a path to be relative to
+        return where
     if not os.path.isabs(where) and (root / where).exists():
         return where
     here = Path(where) if os.path.isabs(where) else Path.cwd() / where
