@@ -32,21 +32,26 @@ def _unrounded(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
     return vectors_mod.l2_normalise((chunk_vec + vectors_mod.PATH_WEIGHT * path_vec)[None, :])[0]
 
 
+@pytest.mark.parametrize("old_layout", ["current", "lean"])
 def test_a_collection_of_the_old_layout_is_converted_without_embedding(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_layout: str) -> None:
     repo = Repo(tmp_path / "repo")
     _project(repo)
-    with monkeypatch.context() as old:  # the code before the layouts, as it wrote its index
-        old.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS["current"])
-        old.setattr(edge_mod, "LAYOUT_NAME", "current")
-        old.setattr(vectors_mod, "combine", _unrounded)
-        old.setattr(views_mod, "combine", _unrounded)
+    with monkeypatch.context() as old:  # the code before the layouts (or with the WAL), as it wrote its index
+        old.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS[old_layout])
+        old.setattr(edge_mod, "LAYOUT_NAME", old_layout)
+        if old_layout == "current":
+            old.setattr(vectors_mod, "combine", _unrounded)
+            old.setattr(views_mod, "combine", _unrounded)
         with open_workspace(repo.path) as ws:
             first = Indexer(ws).sync()
             collection = ws.store.root / ws.state.branch(ws.repo.branch()).collection
-    (collection / "gitrag-layout").unlink()  # the old code wrote none
     config = json.loads((collection / "edge_config.json").read_text())
-    assert config["vectors"]["dense"].get("datatype") in (None, "float32")
+    if old_layout == "current":
+        (collection / "gitrag-layout").unlink()  # the old code wrote none
+        assert config["vectors"]["dense"].get("datatype") in (None, "float32")
+    else:
+        assert (collection / "wal").is_dir()  # the engine's WAL, which the shipped layout drops
     before, manifest_before = points(repo.path)
     assert first.chunks_embedded > 0 and before
 
@@ -60,7 +65,8 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     assert again.chunks_embedded == 0 and again.paths_embedded == 0
     config = json.loads((collection / "edge_config.json").read_text())
     assert config["vectors"]["dense"]["datatype"] == "float16"
-    assert (collection / "gitrag-layout").read_text().strip() == "lean"
+    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "compact"
+    assert not (collection / "wal").exists()  # the shipped layout keeps no engine WAL
     after, manifest_after = points(repo.path)
     assert after.keys() == before.keys() and manifest_after == manifest_before
     for pid, (_payload, vec) in after.items():  # the same vectors, as float16 keeps them

@@ -1,7 +1,7 @@
 """The ``embedded`` store: Qdrant Edge (qdrant-edge-py), an in-process Qdrant engine.
 
 Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.json``,
-``segments/``, ``wal/``). Shards are opened lazily and kept open until :meth:`close` or
+``segments/``; ``wal/`` in a collection of a layout with the engine's WAL, see LAYOUTS). Shards are opened lazily and kept open until :meth:`close` or
 :meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time: a second
 process (or a second EdgeStore) gets a :class:`StoreError` saying so. That is gitrag's own
 lock, ``root/<name>.lock`` (``flock``), taken before the engine opens the shard: the
@@ -143,11 +143,18 @@ LAYOUTS = {
         hnsw=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0),
     ),
 }
+# "lean" without the engine's write-ahead log: gitrag's own journal already makes a sync
+# durable (journal the paths -> write the store -> flush -> commit the state; a crash before
+# the commit is undone by gitrag.index.views.repair from the state and the vector cache), so
+# the WAL only repeated what the flush writes: two preallocated 32 MB files per collection,
+# 1.1 KB per chunk of sqlalchemy's 47,718 (bench/results/scale-disk.json). Without it an
+# update is durable once ``flush`` returns, which is when gitrag commits the state.
+LAYOUTS["compact"] = LAYOUTS["lean"]._replace(wal=False)
 # what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
 # A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
 # before this file existed); one of another layout is rebuilt from the vector cache by the
 # next sync (EdgeStore.outdated).
-LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "lean"
+LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "compact"
 LAYOUT = LAYOUTS[LAYOUT_NAME]
 _LAYOUT_FILE = "gitrag-layout"
 
