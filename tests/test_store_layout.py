@@ -67,6 +67,8 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     assert config["vectors"]["dense"]["datatype"] == "float16"
     assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "compact"
     assert not (collection / "wal").exists()  # the shipped layout keeps no engine WAL
+    indexed = {p.name.split("-")[1] for p in collection.glob("segments/*/payload_index/*-*")}
+    assert "path" in indexed and "symbol" not in indexed  # no query filters on the symbol
     after, manifest_after = points(repo.path)
     assert after.keys() == before.keys() and manifest_after == manifest_before
     for pid, (_payload, vec) in after.items():  # the same vectors, as float16 keeps them
