@@ -1,7 +1,8 @@
 """An index written by the code before the compact storage (issue 21: ``state.db`` format 2,
 a store collection of the "lean" layout with the engine's WAL) is converted on first use,
 with nothing embedded again: the state in place (payload JSON without the fields its
-columns hold, compressed symbol graphs, no ``points_by_hash``), the collection rebuilt
+columns hold, compressed symbol graphs, no ``points_by_hash``, ``points_by_path`` without
+the variant), the collection rebuilt
 from the vector cache in the "compact" layout (no WAL). Afterwards the index equals a
 from-scratch index by this code (lost = wrong = 0). The old code is this repository's own,
 taken from its history (the newest commit whose state is format 2), as tests/test_storage.py
@@ -81,7 +82,8 @@ def test_an_index_of_format_2_is_converted_without_embedding(repo: Repo, tmp_pat
 
     with sqlite3.connect(data / "state.db") as db:
         assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == (str(FORMAT_VERSION),)
-        assert db.execute("SELECT 1 FROM sqlite_master WHERE name='points_by_hash'").fetchone() is None
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='points'")}
+        assert "points_by_path" in indexes and not indexes & {"points_by_hash", "points_by_file"}
         stored = dict(db.execute("SELECT point_id, payload FROM points"))
         graphs = dict(((b, v), d) for b, v, d in db.execute("SELECT blob, variant, data FROM symbols"))
     assert all("path" not in json.loads(p) and "chunk_hash" not in json.loads(p) for p in stored.values())

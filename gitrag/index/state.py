@@ -85,7 +85,7 @@ CREATE INDEX IF NOT EXISTS files_by_blob ON files(path, blob);
 CREATE TABLE IF NOT EXISTS points(
     point_id TEXT PRIMARY KEY, variant TEXT NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL,
     chunk_hash TEXT NOT NULL, payload TEXT NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS points_by_file ON points(path, blob, variant);
+CREATE INDEX IF NOT EXISTS points_by_path ON points(path, blob);
 CREATE TABLE IF NOT EXISTS journal(branch TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY(branch, path));
 CREATE TABLE IF NOT EXISTS symbols(blob TEXT NOT NULL, variant TEXT NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY(blob, variant)) WITHOUT ROWID;
@@ -746,7 +746,9 @@ def _convert_format2(db: sqlite3.Connection) -> bool:
     """Format 2 -> 3, inside the caller's transaction: the ``points`` payloads lose the fields
     their columns hold (:data:`_COLUMN_FIELDS`) and become compact JSON, the graphs are
     compressed (:func:`graph_text`), the ``points_by_hash`` index (only ``live_hashes`` read
-    it, a scan now) is dropped. False when another process converted it first."""
+    it, a scan now) is dropped and ``points_by_file`` (path, blob, variant) becomes
+    ``points_by_path`` (path, blob): the 53-byte variant was most of each entry, and a blob
+    has the rows of one or two pipelines. False when another process converted it first."""
     row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
     if row is None or row[0] != CONVERTS_FROM:
         return False
@@ -758,6 +760,8 @@ def _convert_format2(db: sqlite3.Connection) -> bool:
         db.executemany("UPDATE symbols SET data=? WHERE blob=? AND variant=?",
                        [(_graph_data(graph_text(r[0])), *k) for r, k in zip(rows, part, strict=True) if r is not None])
     db.execute("DROP INDEX IF EXISTS points_by_hash")
+    db.execute("DROP INDEX IF EXISTS points_by_file")  # (path, blob, variant): a blob has one variant or two
+    db.execute("CREATE INDEX IF NOT EXISTS points_by_path ON points(path, blob)")
     db.execute("UPDATE meta SET value=? WHERE key='format'", (str(FORMAT_VERSION),))
     return True
 
