@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from gitrag.index import vectors as vectors_mod
 from gitrag.index import views as views_mod
 from gitrag.index.indexer import Indexer
+from gitrag.index.state import State
 from gitrag.index.store import edge as edge_mod
 from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
@@ -56,9 +58,22 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     assert first.chunks_embedded > 0 and before
 
     monkeypatch.setattr(views_mod, "REBUILD_SLICE", 7)  # the rebuild reads the cache a slice at a time
+    monkeypatch.setattr(views_mod, "REBUILD_PATHS", 5)  # and the manifest a few paths at a time
+    asked: list[int | None] = []  # the paths of each manifest read (None: every path at once)
+    real_snapshot = State.snapshot
+
+    def snapshot(self: State, fingerprint: str, paths: Any = None) -> Any:
+        wanted = None if paths is None else list(paths)
+        asked.append(None if wanted is None else len(wanted))
+        return real_snapshot(self, fingerprint, wanted)
+
+    monkeypatch.setattr(State, "snapshot", snapshot)
     with open_workspace(repo.path) as ws:
         assert ws.store.outdated(collection.name)
         again = Indexer(ws).sync()
+    monkeypatch.setattr(State, "snapshot", real_snapshot)
+    assert asked and None not in asked and max(n for n in asked if n is not None) <= 5  # bounded, streamed
+    with open_workspace(repo.path) as ws:
         assert not ws.store.outdated(collection.name)
         hits = ws.store.search(collection.name, dense=np.ones(ws.embedder.dim, dtype=np.float32), sparse=None,
                                limit=5, branch=None)

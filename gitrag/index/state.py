@@ -554,6 +554,13 @@ class State:
         of all paths): {point id: Member}; a point no materialized branch holds is absent."""
         return _members(self.db, fingerprint, None if paths is None else sorted(set(paths)))
 
+    def member_paths(self, fingerprint: str) -> list[str]:
+        """Sorted paths with points in the collection of ``fingerprint``: the indexed files of
+        its materialized branches (what :meth:`members` of all paths would visit)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT DISTINCT f.path FROM files f JOIN branches b ON b.name = f.branch AND b.materialized = 1 "
+            "AND b.fingerprint = ? WHERE f.skip_reason IS NULL ORDER BY f.path", (fingerprint,))]
+
     def snapshot(self, fingerprint: str, paths: Iterable[str] | None = None) -> Snapshot:
         """Who holds the points of ``paths`` (None: all) now, and the branches."""
         wanted = None if paths is None else sorted(set(paths))
