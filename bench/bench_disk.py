@@ -3,6 +3,7 @@
     python bench/bench_disk.py disk --tree /path/sqlalchemy [--tree ...] [--code OLD_GITRAG_DIR]
     python bench/bench_disk.py report --home GITRAG_HOME --chunks N
     python bench/bench_disk.py recall --corpus DIR
+    python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
 
 ``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
 process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
@@ -20,6 +21,11 @@ GITRAG_HOME: once all float32 (the cache keeping float32 vectors, points not rou
 float16, the store layout "current": float32 vectors), once as shipped; prints nDCG/MRR/recall
 of the shipped pipeline (``hybrid``) and of plain RRF for both, and the largest difference
 over every variant and column.
+
+``sync-memory``: a first index of the tree in this process (the worker pool as shipped), from
+an empty GITRAG_HOME, printing the process's anonymous and file-backed RSS (``RssAnon``,
+``RssFile`` of /proc/self/status, MB) after every store flush, with the points written so
+far: what grows with the collection in the process that writes the store.
 """
 
 from __future__ import annotations
@@ -171,6 +177,42 @@ def recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rss() -> dict[str, int]:
+    with open("/proc/self/status") as f:
+        return {k: int(v.split()[0]) // 1024 for k, v in (line.split(":", 1) for line in f)
+                if k in ("RssAnon", "RssFile", "VmHWM")}
+
+
+def sync_memory(args: argparse.Namespace) -> int:
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import edge
+    from gitrag.index.workspace import open_workspace
+
+    with tempfile.TemporaryDirectory(prefix="gitrag-syncmem-") as tmp:
+        os.environ.update(GITRAG_HOME=tmp, GITRAG_PROGRESS_INTERVAL="off", XDG_CONFIG_HOME=str(Path(tmp) / "config"))
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+        flush, upsert = edge.EdgeStore.flush, edge.EdgeStore.upsert
+        written = [0]
+        rows: list[dict[str, int]] = []
+
+        def counted(self: Any, name: str, points: Any) -> None:
+            upsert(self, name, points)
+            written[0] += len(points)
+
+        def sampled(self: Any, name: str) -> None:
+            flush(self, name)
+            rows.append({"points": written[0], **_rss()})
+            if not args.json:
+                print(rows[-1], flush=True)
+
+        edge.EdgeStore.upsert, edge.EdgeStore.flush = counted, sampled  # type: ignore[method-assign]  # measuring: the store's writes wrapped
+        with open_workspace(args.tree[0]) as ws:
+            Indexer(ws).sync()
+    if args.json:
+        print(json.dumps(rows))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -183,10 +225,12 @@ def main() -> int:
     c = sub.add_parser("recall", help="bench_retrieval.py all float32 against the shipped forms")
     c.add_argument("--corpus", required=True)
     c.add_argument("--embedder", default="static")
-    for p in (d, r, c):
+    m = sub.add_parser("sync-memory", help="RSS of a first index in this process at every store flush")
+    m.add_argument("--tree", action="append", required=True)
+    for p in (d, r, c, m):
         p.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    return {"disk": disk, "report": report, "recall": recall}[args.cmd](args)
+    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory}[args.cmd](args)
 
 
 if __name__ == "__main__":
