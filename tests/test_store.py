@@ -7,6 +7,7 @@ data are hand-made so every expected ranking is known before the engine is asked
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -501,10 +502,33 @@ os._exit(0)  # no flush, no close: only the write-ahead log holds the point
 
 
 def test_embedded_recovers_unflushed_writes_from_the_wal(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "q")], check=True, timeout=60)
+    # a layout with the engine's WAL ("lean", the previous default)
+    env = {**os.environ, "GITRAG_STORE_LAYOUT": "lean"}
+    subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "q")], check=True, timeout=60, env=env)
     store = EdgeStore(tmp_path / "q")
     try:
         assert store.ids("c") == {"6d2b6c6e-0000-4000-8000-000000000001"}
+    finally:
+        store.close()
+
+
+def test_embedded_without_a_wal_loses_only_unflushed_writes_and_opens(tmp_path: Path) -> None:
+    # the shipped layout keeps no WAL: a write is durable once flushed (gitrag commits its
+    # state only then, and its journal redoes what a crash lost); the shard still opens
+    env = {k: v for k, v in os.environ.items() if k != "GITRAG_STORE_LAYOUT"}
+    subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path / "q")], check=True, timeout=60, env=env)
+    assert not (tmp_path / "q" / "c" / "wal").exists()
+    store = EdgeStore(tmp_path / "q")
+    try:
+        assert store.ids("c") == set()
+        store.upsert("c", [PointRecord("6d2b6c6e-0000-4000-8000-000000000002", np.array([0, 1, 0, 0], np.float32),
+                                       SparseVec([2], [1.0]), {"path": "y"})])
+        store.flush("c")
+    finally:
+        store.close()
+    store = EdgeStore(tmp_path / "q")
+    try:
+        assert store.ids("c") == {"6d2b6c6e-0000-4000-8000-000000000002"}
     finally:
         store.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from gitrag.index import vectors as vectors_mod
 from gitrag.index import views as views_mod
 from gitrag.index.indexer import Indexer
+from gitrag.index.state import State
 from gitrag.index.store import edge as edge_mod
 from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
@@ -32,35 +34,56 @@ def _unrounded(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
     return vectors_mod.l2_normalise((chunk_vec + vectors_mod.PATH_WEIGHT * path_vec)[None, :])[0]
 
 
+@pytest.mark.parametrize("old_layout", ["current", "lean"])
 def test_a_collection_of_the_old_layout_is_converted_without_embedding(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_layout: str) -> None:
     repo = Repo(tmp_path / "repo")
     _project(repo)
-    with monkeypatch.context() as old:  # the code before the layouts, as it wrote its index
-        old.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS["current"])
-        old.setattr(edge_mod, "LAYOUT_NAME", "current")
-        old.setattr(vectors_mod, "combine", _unrounded)
-        old.setattr(views_mod, "combine", _unrounded)
+    with monkeypatch.context() as old:  # the code before the layouts (or with the WAL), as it wrote its index
+        old.setattr(edge_mod, "LAYOUT", edge_mod.LAYOUTS[old_layout])
+        old.setattr(edge_mod, "LAYOUT_NAME", old_layout)
+        if old_layout == "current":
+            old.setattr(vectors_mod, "combine", _unrounded)
+            old.setattr(views_mod, "combine", _unrounded)
         with open_workspace(repo.path) as ws:
             first = Indexer(ws).sync()
             collection = ws.store.root / ws.state.branch(ws.repo.branch()).collection
-    (collection / "gitrag-layout").unlink()  # the old code wrote none
     config = json.loads((collection / "edge_config.json").read_text())
-    assert config["vectors"]["dense"].get("datatype") in (None, "float32")
+    if old_layout == "current":
+        (collection / "gitrag-layout").unlink()  # the old code wrote none
+        assert config["vectors"]["dense"].get("datatype") in (None, "float32")
+    else:
+        assert (collection / "wal").is_dir()  # the engine's WAL, which the shipped layout drops
     before, manifest_before = points(repo.path)
     assert first.chunks_embedded > 0 and before
 
     monkeypatch.setattr(views_mod, "REBUILD_SLICE", 7)  # the rebuild reads the cache a slice at a time
+    monkeypatch.setattr(views_mod, "REBUILD_PATHS", 5)  # and the manifest a few paths at a time
+    asked: list[int | None] = []  # the paths of each manifest read (None: every path at once)
+    real_snapshot = State.snapshot
+
+    def snapshot(self: State, fingerprint: str, paths: Any = None) -> Any:
+        wanted = None if paths is None else list(paths)
+        asked.append(None if wanted is None else len(wanted))
+        return real_snapshot(self, fingerprint, wanted)
+
+    monkeypatch.setattr(State, "snapshot", snapshot)
     with open_workspace(repo.path) as ws:
         assert ws.store.outdated(collection.name)
         again = Indexer(ws).sync()
+    monkeypatch.setattr(State, "snapshot", real_snapshot)
+    assert asked and None not in asked and max(n for n in asked if n is not None) <= 5  # bounded, streamed
+    with open_workspace(repo.path) as ws:
         assert not ws.store.outdated(collection.name)
         hits = ws.store.search(collection.name, dense=np.ones(ws.embedder.dim, dtype=np.float32), sparse=None,
                                limit=5, branch=None)
     assert again.chunks_embedded == 0 and again.paths_embedded == 0
     config = json.loads((collection / "edge_config.json").read_text())
     assert config["vectors"]["dense"]["datatype"] == "float16"
-    assert (collection / "gitrag-layout").read_text().strip() == "lean"
+    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "compact"
+    assert not (collection / "wal").exists()  # the shipped layout keeps no engine WAL
+    indexed = {p.name.split("-")[1] for p in collection.glob("segments/*/payload_index/*-*")}
+    assert "path" in indexed and "symbol" not in indexed  # no query filters on the symbol
     after, manifest_after = points(repo.path)
     assert after.keys() == before.keys() and manifest_after == manifest_before
     for pid, (_payload, vec) in after.items():  # the same vectors, as float16 keeps them

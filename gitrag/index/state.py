@@ -8,12 +8,20 @@ Every branch's manifest is built from rows shared by all branches that hold the 
   shares without being named on them (NULL: a root itself).
 - ``files``: per branch, each tracked path -> blob id and skip reason (NULL if indexed).
 - ``points``: per (variant, path, blob), the chunk occurrences of that file: point id,
-  chunk hash and payload (JSON). ``variant`` is ``<pipeline>|<embedder fingerprint>``. A
+  chunk hash and payload (compact JSON without the path, blob and chunk hash its columns
+  hold: :func:`stored_payload`, :func:`loaded_payload`). ``variant`` is
+  ``<pipeline>|<embedder fingerprint>``. A
   branch's manifest is its ``files`` joined with these rows, so N branches holding the same
   blob share one set of rows (:meth:`State.points`).
 - ``journal``: per branch, the paths a store write is changing; non-empty after a crash,
   or when a chunk failed to embed (the next sync does those paths again).
-- ``symbols``: per blob, the chunker's definitions and references (the symbol graph).
+- ``symbols``: per blob, the chunker's definitions and references (the symbol graph), as
+  zlib-compressed JSON (:func:`graph_text`); ``symbol_names`` indexes its definitions by name.
+
+Format 3 (this module). A format-2 state (payloads with every field, graphs as JSON text,
+a ``points_by_hash`` index) is converted in place on open, nothing re-chunked or embedded:
+on sqlalchemy (47,718 chunks) a fresh index's state is 44.1 MB instead of 90.7 (0.92 KB per chunk
+instead of 1.90; bench/results/scale-disk.json).
 
 The vector cache is one SQLite file shared by every repository of the user
 (``<data root>/cache.db``, see :mod:`gitrag.index.vector_cache`): (chunk SHA-256, embedder
@@ -35,6 +43,7 @@ import os
 import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,8 +57,11 @@ from gitrag.errors import StateError
 from gitrag.index.records import BranchView, SparseVec
 from gitrag.index.vector_cache import VectorCache, is_malformed
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MIGRATES_FROM = "1"  # a state of this format is converted on open (its vectors go to the shared cache)
+CONVERTS_FROM = "2"  # a state of this format is converted in place on open (:func:`_convert_format2`)
+# the payload fields a ``points`` row keeps in its own columns, left out of its payload JSON
+_COLUMN_FIELDS = ("path", "blob", "chunk_hash")
 
 # the symbol graph's definitions read by key (the last segment of the name, lower-cased), so a
 # query reads the few definitions of the names it needs, not the whole branch's graph
@@ -74,24 +86,23 @@ CREATE INDEX IF NOT EXISTS files_by_blob ON files(path, blob);
 CREATE TABLE IF NOT EXISTS points(
     point_id TEXT PRIMARY KEY, variant TEXT NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL,
     chunk_hash TEXT NOT NULL, payload TEXT NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS points_by_file ON points(path, blob, variant);
-CREATE INDEX IF NOT EXISTS points_by_hash ON points(chunk_hash);
+CREATE INDEX IF NOT EXISTS points_by_path ON points(path, blob);
 CREATE TABLE IF NOT EXISTS journal(branch TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY(branch, path));
-CREATE TABLE IF NOT EXISTS symbols(blob TEXT NOT NULL, variant TEXT NOT NULL, data TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS symbols(blob TEXT NOT NULL, variant TEXT NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY(blob, variant)) WITHOUT ROWID;
 """ + _SYMBOL_NAMES_SCHEMA
 
 
 # a branch's manifest rows: its indexed files joined with the shared rows of its variant
 _BRANCH_POINTS = (
-    "SELECT p.point_id, p.path, p.chunk_hash, p.payload FROM files f "
+    "SELECT p.point_id, p.path, p.chunk_hash, p.payload, p.blob FROM files f "
     "JOIN branches b ON b.name = f.branch "
     "JOIN points p ON p.path = f.path AND p.blob = f.blob AND p.variant = b.chunker || '|' || b.fingerprint "
     "WHERE f.branch = ? AND f.skip_reason IS NULL"
 )
 # every point held by a materialized branch of one embedder, with the branch holding it
 _MEMBERS = (
-    "SELECT p.point_id, p.path, p.chunk_hash, p.payload, f.branch FROM points p "
+    "SELECT p.point_id, p.path, p.chunk_hash, p.payload, p.blob, f.branch FROM points p "
     "JOIN files f ON f.path = p.path AND f.blob = p.blob AND f.skip_reason IS NULL "
     "JOIN branches b ON b.name = f.branch AND b.materialized = 1 AND b.fingerprint = ? "
     "AND p.variant = b.chunker || '|' || b.fingerprint"
@@ -140,9 +151,36 @@ class PointRow:
 
     @cached_property
     def payload_json(self) -> str:
-        """``json.dumps(payload)``, made once: a sync writes each row twice (the plan's
-        rolled-back trial, then the commit). The payload is never changed in place."""
-        return json.dumps(self.payload)
+        """The payload as its ``points`` row keeps it (:func:`stored_payload`), made once: a
+        sync writes each row twice (the plan's rolled-back trial, then the commit). The
+        payload is never changed in place."""
+        return stored_payload(self.payload)
+
+
+def stored_payload(payload: dict[str, Any]) -> str:
+    """Compact JSON of ``payload`` without the fields its ``points`` row has as columns
+    (``_COLUMN_FIELDS``: path, blob, chunk hash; :func:`loaded_payload` puts them back)."""
+    return json.dumps({k: v for k, v in payload.items() if k not in _COLUMN_FIELDS}, separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def loaded_payload(text: str, path: str, blob: str, chunk_hash: str) -> dict[str, Any]:
+    """The payload of a ``points`` row: its JSON and its path, blob and chunk hash columns."""
+    payload: dict[str, Any] = json.loads(text)
+    payload.setdefault("path", path)
+    payload.setdefault("blob", blob)
+    payload.setdefault("chunk_hash", chunk_hash)
+    return payload
+
+
+def graph_text(data: bytes | str) -> str:
+    """The JSON text of a ``symbols`` row's graph (kept zlib-compressed: the graphs' JSON
+    is ~11x its deflated size; a text value is read as it is)."""
+    return zlib.decompress(data).decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data
+
+
+def _graph_data(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
 
 @dataclass(frozen=True)
@@ -312,6 +350,9 @@ class State:
             self.db.execute("INSERT OR IGNORE INTO meta VALUES('symbol_names', '1')")
         elif row[0] == str(FORMAT_VERSION):
             self._index_symbol_names()
+        elif row[0] == CONVERTS_FROM:
+            self._convert()
+            self._index_symbol_names()
         elif row[0] != str(FORMAT_VERSION):
             if row[0] != MIGRATES_FROM and not reset:
                 raise StateError(
@@ -333,6 +374,23 @@ class State:
                 self.reset_from = str(row[0])
             self._open()
             self._check_version(False)
+
+    def _convert(self) -> None:
+        """Convert a format-2 state in place, in one transaction (:func:`_convert_format2`;
+        nothing re-chunked or embedded), then give the freed pages back. A state that cannot
+        be written now (read-only, busy) stays format 2, which this code reads as well."""
+        try:
+            with self.transaction() as db:
+                done = _convert_format2(db)
+        except (StateError, sqlite3.OperationalError):
+            return
+        if done:
+            try:
+                with self._disk_errors():
+                    self.db.execute("VACUUM")
+                    self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except (StateError, sqlite3.OperationalError):  # another connection reads: the next gc vacuums
+                pass
 
     def _index_symbol_names(self) -> None:
         """A state of this format written before the ``symbol_names`` table: make it and fill
@@ -432,11 +490,11 @@ class State:
         """The manifest of ``branch``: its points (of every path, or of ``paths``)."""
         if paths is None:
             rows = self.db.execute(_BRANCH_POINTS, (branch,))
-            return [PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+            return [PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2])) for r in rows]
         out: list[PointRow] = []
         for path in paths:
             rows = self.db.execute(_BRANCH_POINTS + " AND f.path = ?", (branch, path))
-            out.extend(PointRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows)
+            out.extend(PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2])) for r in rows)
         return out
 
     def payloads(self, point_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -447,9 +505,9 @@ class State:
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            rows = self.db.execute(f"SELECT point_id, payload FROM points WHERE point_id IN ({','.join('?' * len(part))})",
-                                   part)
-            out.update((pid, json.loads(payload)) for pid, payload in rows)
+            rows = self.db.execute(f"SELECT point_id, payload, path, blob, chunk_hash FROM points WHERE point_id IN "
+                                   f"({','.join('?' * len(part))})", part)
+            out.update((r[0], loaded_payload(r[1], r[2], r[3], r[4])) for r in rows)
         return out
 
     def point_ids(self, branch: str, paths: Iterable[str]) -> set[str]:
@@ -501,6 +559,13 @@ class State:
         """Every point the collection of embedder ``fingerprint`` must hold (of ``paths``, or
         of all paths): {point id: Member}; a point no materialized branch holds is absent."""
         return _members(self.db, fingerprint, None if paths is None else sorted(set(paths)))
+
+    def member_paths(self, fingerprint: str) -> list[str]:
+        """Sorted paths with points in the collection of ``fingerprint``: the indexed files of
+        its materialized branches (what :meth:`members` of all paths would visit)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT DISTINCT f.path FROM files f JOIN branches b ON b.name = f.branch AND b.materialized = 1 "
+            "AND b.fingerprint = ? WHERE f.skip_reason IS NULL ORDER BY f.path", (fingerprint,))]
 
     def snapshot(self, fingerprint: str, paths: Iterable[str] | None = None) -> Snapshot:
         """Who holds the points of ``paths`` (None: all) now, and the branches."""
@@ -603,7 +668,7 @@ class State:
             return False, None
         got = self.db.execute("SELECT data FROM symbols WHERE blob=? ORDER BY variant = ? DESC LIMIT 1",
                               (row[0], variant)).fetchone()
-        return True, got[0] if got else None
+        return True, graph_text(got[0]) if got else None
 
     def indexed_paths(self, branch: str) -> list[str]:
         """The branch's indexed (not skipped) paths."""
@@ -639,7 +704,8 @@ class State:
             try:
                 other = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
                 try:
-                    if other.execute("SELECT value FROM meta WHERE key='format'").fetchone() != (str(FORMAT_VERSION),):
+                    if other.execute("SELECT value FROM meta WHERE key='format'").fetchone() not in (
+                            (str(FORMAT_VERSION),), (CONVERTS_FROM,)):  # both have ``points.chunk_hash``
                         raise sqlite3.DatabaseError("another format")
                     live.update(r[0] for r in other.execute("SELECT DISTINCT chunk_hash FROM points"))
                 finally:
@@ -672,7 +738,7 @@ _NAME_SPLIT = re.compile(r"::|->|[.#\\]")  # the same separators as gitrag.index
 
 
 def _put_symbols(db: sqlite3.Connection, blob: str, variant: str, text: str, data: dict[str, Any]) -> None:
-    db.execute("INSERT OR REPLACE INTO symbols VALUES(?,?,?)", (blob, variant, text))
+    db.execute("INSERT OR REPLACE INTO symbols VALUES(?,?,?)", (blob, variant, _graph_data(text)))
     db.execute("DELETE FROM symbol_names WHERE blob=? AND variant=?", (blob, variant))
     db.executemany("INSERT INTO symbol_names VALUES(?,?,?,?,?,?,?,?,?)", _name_rows(blob, variant, data))
 
@@ -689,12 +755,37 @@ def _name_rows(blob: str, variant: str, data: dict[str, Any]) -> list[tuple[Any,
     return rows
 
 
+def _convert_format2(db: sqlite3.Connection) -> bool:
+    """Format 2 -> 3, inside the caller's transaction: the ``points`` payloads lose the fields
+    their columns hold (:data:`_COLUMN_FIELDS`) and become compact JSON, the graphs are
+    compressed (:func:`graph_text`), the ``points_by_hash`` index (only ``live_hashes`` read
+    it, a scan now) is dropped and ``points_by_file`` (path, blob, variant) becomes
+    ``points_by_path`` (path, blob): the 53-byte variant was most of each entry, and a blob
+    has the rows of one or two pipelines. False when another process converted it first."""
+    row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    if row is None or row[0] != CONVERTS_FROM:
+        return False
+    db.execute("UPDATE points SET payload = json_remove(payload, '$.path', '$.blob', '$.chunk_hash')")
+    keys = db.execute("SELECT blob, variant FROM symbols").fetchall()
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        rows = [db.execute("SELECT data FROM symbols WHERE blob=? AND variant=?", k).fetchone() for k in part]
+        db.executemany("UPDATE symbols SET data=? WHERE blob=? AND variant=?",
+                       [(_graph_data(graph_text(r[0])), *k) for r, k in zip(rows, part, strict=True) if r is not None])
+    db.execute("DROP INDEX IF EXISTS points_by_hash")
+    db.execute("DROP INDEX IF EXISTS points_by_file")  # (path, blob, variant): a blob has one variant or two
+    db.execute("CREATE INDEX IF NOT EXISTS points_by_path ON points(path, blob)")
+    db.execute("UPDATE meta SET value=? WHERE key='format'", (str(FORMAT_VERSION),))
+    return True
+
+
 def _fill_symbol_names(db: sqlite3.Connection) -> int:
     """Index the definitions of every stored graph (a state written before ``symbol_names``
     existed: converted once on open, nothing re-chunked); returns the graphs read."""
     n = 0
     for blob, variant, text in db.execute("SELECT blob, variant, data FROM symbols").fetchall():
-        db.executemany("INSERT INTO symbol_names VALUES(?,?,?,?,?,?,?,?,?)", _name_rows(blob, variant, json.loads(text)))
+        db.executemany("INSERT INTO symbol_names VALUES(?,?,?,?,?,?,?,?,?)",
+                       _name_rows(blob, variant, json.loads(graph_text(text))))
         n += 1
     return n
 
@@ -758,10 +849,10 @@ def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) 
     found: dict[str, tuple[PointRow, set[str]]] = {}
 
     def take(rows: Iterable[Any]) -> None:
-        for pid, path, chunk_hash, payload, branch in rows:
+        for pid, path, chunk_hash, payload, blob, branch in rows:
             have = found.get(pid)
             if have is None:
-                found[pid] = (PointRow(pid, path, chunk_hash, json.loads(payload)), {branch})
+                found[pid] = (PointRow(pid, path, chunk_hash, loaded_payload(payload, path, blob, chunk_hash)), {branch})
             else:
                 have[1].add(branch)
 

@@ -47,6 +47,7 @@ from typing import Any
 from gitrag.errors import NotFound as NotFound  # defined there, named here too
 from gitrag.errors import NotIndexed
 from gitrag.index.chunking import CHUNKER_VERSION
+from gitrag.index.state import graph_text
 from gitrag.index.workspace import Workspace
 
 RELATIONS = ("callees", "callers", "imports", "bases", "subclasses")
@@ -370,7 +371,7 @@ def _load(ws: Workspace, branch: str) -> SymbolIndex:
         if path in seen:  # a row of an older chunker version when the current one exists
             continue
         seen.add(path)
-        graph = json.loads(data)
+        graph = json.loads(graph_text(data))
         defs += _definitions(path, graph)
         for r in graph.get("references", []):
             refs.append(Reference(path, str(r["kind"]), str(r.get("source", "")), str(r["target"]), int(r["line"])))

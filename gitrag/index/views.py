@@ -43,6 +43,7 @@ log = structlog.get_logger("gitrag.index.views")
 
 UPSERT_BATCH = 256  # points per upsert call: its vectors, sparse vectors and payloads in memory at once
 REBUILD_SLICE = 8192  # points whose vectors are read from the cache at a time (_upsert)
+REBUILD_PATHS = 256  # paths whose manifest rows a rebuild reads at a time (rebuild)
 Change = Callable[[sqlite3.Connection], None]
 
 
@@ -292,13 +293,23 @@ def repair(ws: Workspace) -> dict[str, list[str]]:
 
 def rebuild(ws: Workspace, fingerprint: str, collection: str, dim: int, journal_branch: str) -> set[str]:
     """Create a missing collection and fill it from the state and the cache: no embedding.
-    Paths whose vectors are gone from the cache are journaled for ``journal_branch``."""
+    Paths whose vectors are gone from the cache are journaled for ``journal_branch``.
+
+    The manifest is read REBUILD_PATHS paths at a time (a layout conversion or a heal of a
+    500k-point collection would otherwise hold every point's row and payload at once: 502 MB
+    peak for sqlalchemy's 47,718, bench/results/scale-disk.json)."""
     ws.store.create_collection(collection, dim)
-    snap = ws.state.snapshot(fingerprint)
-    enc = Encoder(snap)
-    missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in snap.members.values()])
+    paths = ws.state.member_paths(fingerprint)
+    missing: set[str] = set()
+    written = False
+    for start in range(0, len(paths), REBUILD_PATHS):
+        snap = ws.state.snapshot(fingerprint, paths[start : start + REBUILD_PATHS])
+        enc = Encoder(snap)
+        missing |= upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in snap.members.values()])
+        written = written or bool(snap.members)
+        ws.store.flush(collection)
     ws.store.flush(collection)
-    if snap.members:
+    if written:
         ws.store.optimize(collection)
     if missing:
         ws.state.write_journal(journal_branch, sorted(missing))

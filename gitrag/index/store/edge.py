@@ -1,7 +1,7 @@
 """The ``embedded`` store: Qdrant Edge (qdrant-edge-py), an in-process Qdrant engine.
 
 Layout: one EdgeShard directory per collection, ``root/<name>/`` (``edge_config.json``,
-``segments/``, ``wal/``). Shards are opened lazily and kept open until :meth:`close` or
+``segments/``; ``wal/`` in a collection of a layout with the engine's WAL, see LAYOUTS). Shards are opened lazily and kept open until :meth:`close` or
 :meth:`EdgeStore.drop_collection`. A shard can be open in one process at a time: a second
 process (or a second EdgeStore) gets a :class:`StoreError` saying so. That is gitrag's own
 lock, ``root/<name>.lock`` (``flock``), taken before the engine opens the shard: the
@@ -10,7 +10,7 @@ the shard the holder is writing (the holder's next flush failed: "Tracker journa
 shorter than expected").
 
 Payload indexes (keyword): ``path`` (with prefix matching, for ``SearchFilter.path_prefix``;
-exact values, for ``SearchFilter.excluded_paths``), ``language``, ``symbol``, ``branches``
+exact values, for ``SearchFilter.excluded_paths``), ``language``, ``symbol`` (not in the "compact" layout), ``branches``
 and ``hidden`` (every search filters on a branch view). The store adds no payload field of
 its own.
 
@@ -109,7 +109,8 @@ class Layout(NamedTuple):
     (None: on); ``exact``: dense queries scan exactly (``SearchParams(exact=True)``);
     ``optimize_every``: :meth:`EdgeStore.flush` runs the optimizer once this many points were
     upserted since it last ran (0: never); ``indexes`` / ``id_tracker``: memory placement
-    of the keyword payload indexes and of sealed segments' id trackers."""
+    of the keyword payload indexes and of sealed segments' id trackers; ``unindexed``: fields
+    of KEYWORD_FIELDS that get no payload index (no query filters on them)."""
 
     datatype: VectorStorageDatatype | None = None
     vectors: Memory | None = None
@@ -123,6 +124,7 @@ class Layout(NamedTuple):
     optimize_every: int = 0
     indexes: Memory | None = None
     id_tracker: Memory | None = None
+    unindexed: tuple[str, ...] = ()
 
 
 LAYOUTS = {
@@ -143,11 +145,20 @@ LAYOUTS = {
         hnsw=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0),
     ),
 }
+# "lean" without the engine's write-ahead log: gitrag's own journal already makes a sync
+# durable (journal the paths -> write the store -> flush -> commit the state; a crash before
+# the commit is undone by gitrag.index.views.repair from the state and the vector cache), so
+# the WAL only repeated what the flush writes: two preallocated 32 MB files per collection,
+# 1.1 KB per chunk of sqlalchemy's 47,718 (bench/results/scale-disk.json). Without it an
+# update is durable once ``flush`` returns, which is when gitrag commits the state.
+# No query filters on ``symbol`` (gitrag.query reads it from the payloads it shows), so
+# its keyword index (0.07 KB per chunk there) is not made either.
+LAYOUTS["compact"] = LAYOUTS["lean"]._replace(wal=False, unindexed=("symbol",))
 # what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
 # A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
 # before this file existed); one of another layout is rebuilt from the vector cache by the
 # next sync (EdgeStore.outdated).
-LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "lean"
+LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "compact"
 LAYOUT = LAYOUTS[LAYOUT_NAME]
 _LAYOUT_FILE = "gitrag-layout"
 
@@ -368,7 +379,7 @@ class EdgeStore:
                 with translate(f"collection {folder}"):
                     self.root.mkdir(parents=True, exist_ok=True)
                     shard = EdgeShard.create(str(folder), _edge_config(dim))
-                    for field_name in KEYWORD_FIELDS:
+                    for field_name in (f for f in KEYWORD_FIELDS if f not in LAYOUT.unindexed):
                         params = KeywordIndexParams(prefix=field_name == "path", memory=LAYOUT.indexes,
                                                     enable_hnsw=False if LAYOUT.exact else None)
                         shard.update(UpdateOperation.create_field_index(field_name, params))

@@ -1,0 +1,237 @@
+"""Where gitrag's disk goes, per chunk, and the recall the compact forms keep (issue 21).
+
+    python bench/bench_disk.py disk --tree /path/sqlalchemy [--tree ...] [--code OLD_GITRAG_DIR]
+    python bench/bench_disk.py report --home GITRAG_HOME --chunks N
+    python bench/bench_disk.py recall --corpus DIR
+    python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
+
+``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
+process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
+from this repository's history with ``git archive``, side by side), then every file under
+the home is measured by its allocated blocks (``du``: the engine preallocates sparse files)
+and grouped (the store's WAL, dense vectors, sparse vectors and index, payloads and payload
+indexes; ``state.db``, ``cache.db``, ``history.db``), and each SQLite file's tables and
+indexes are measured with SQLite's ``dbstat`` (pages x page size). Printed as KB per chunk
+(1 KB = 1,000 bytes), with ``--json`` as one object.
+
+``report``: the same tables for an existing GITRAG_HOME.
+
+``recall``: ``bench/bench_retrieval.py`` twice on the shared sets, each from an empty
+GITRAG_HOME: once all float32 (the cache keeping float32 vectors, points not rounded to
+float16, the store layout "current": float32 vectors), once as shipped; prints nDCG/MRR/recall
+of the shipped pipeline (``hybrid``) and of plain RRF for both, and the largest difference
+over every variant and column.
+
+``sync-memory``: a first index of the tree in this process (the worker pool as shipped), from
+an empty GITRAG_HOME, printing the process's anonymous and file-backed RSS (``RssAnon``,
+``RssFile`` of /proc/self/status, MB) after every store flush, with the points written so
+far: what grows with the collection in the process that writes the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _group(rel: str) -> str:
+    if "/qdrant/" in f"/{rel}":
+        for key, name in (("/wal/", "store: WAL"), ("vector_storage-sparse", "store: sparse vectors"),
+                          ("vector_index-sparse", "store: sparse index"), ("vector_storage-dense", "store: dense vectors"),
+                          ("vector_index-dense", "store: dense index"), ("payload_storage", "store: payloads"),
+                          ("payload_index", "store: payload indexes")):
+            if key in rel:
+                return name
+        return "store: other (id trackers, config)"
+    name = Path(rel).name
+    for db in ("state.db", "cache.db", "history.db"):
+        if name.startswith(db):
+            return db + ("" if name == db else " (its -wal/-shm)")
+    return "other"
+
+
+def measure(home: Path) -> dict[str, Any]:
+    """{"files": {group: bytes}, "tables": {file: {table or index: bytes}}, "total": bytes}."""
+    groups: dict[str, int] = {}
+    total = 0
+    for dirpath, _dirs, files in os.walk(home):
+        for f in files:
+            path = Path(dirpath) / f
+            try:
+                size = path.lstat().st_blocks * 512
+            except OSError:
+                continue
+            total += size
+            g = _group(str(path.relative_to(home)))
+            groups[g] = groups.get(g, 0) + size
+    tables: dict[str, dict[str, int]] = {}
+    for db_path in sorted(home.glob("data/**/*.db")):
+        try:
+            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            rows = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+            db.close()
+        except sqlite3.DatabaseError:
+            continue
+        tables[db_path.name] = {name: int(size) for name, size in rows if size}
+    return {"files": dict(sorted(groups.items(), key=lambda kv: -kv[1])), "tables": tables, "total": total}
+
+
+def index_tree(tree: Path, home: Path, code: Path | None) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITRAG_")}
+    env.update(GITRAG_HOME=str(home), GITRAG_PROGRESS_INTERVAL="off", XDG_CONFIG_HOME=str(home / "config"))
+    env.pop("XDG_RUNTIME_DIR", None)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--json", "--repo", str(tree)], env=env,
+                          cwd=str(code) if code is not None else None, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"gitrag index {tree} failed: {proc.stderr[-2000:]}")
+    return int(json.loads(proc.stdout)["chunks_total"])
+
+
+def print_report(label: str, got: dict[str, Any], chunks: int) -> None:
+    kb = lambda b: b / 1000 / max(chunks, 1)  # noqa: E731 - a local shorthand for the table
+    print(f"\n{label}: {chunks} chunks, {got['total'] / 1e6:.1f} MB, {kb(got['total']):.2f} KB per chunk")
+    for name, size in got["files"].items():
+        print(f"  {name:40s} {size / 1e6:8.1f} MB {kb(size):6.3f} KB/chunk")
+    for db, rows in got["tables"].items():
+        print(f"  {db}:")
+        for name, size in rows.items():
+            if size >= 100_000:
+                print(f"    {name:38s} {size / 1e6:8.1f} MB {kb(size):6.3f} KB/chunk")
+
+
+def disk(args: argparse.Namespace) -> int:
+    out: dict[str, Any] = {}
+    for tree in args.tree:
+        runs = [("this code", None)] + ([("--code", Path(args.code))] if args.code else [])
+        for label, code in runs:
+            with tempfile.TemporaryDirectory(prefix="gitrag-disk-") as tmp:
+                home = Path(tmp)
+                chunks = index_tree(Path(tree), home, code)
+                got = measure(home)
+            out[f"{Path(tree).name} ({label})"] = {"chunks": chunks, **got}
+            if not args.json:
+                print_report(f"{Path(tree).name} ({label})", got, chunks)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    got = measure(Path(args.home))
+    if args.json:
+        print(json.dumps({"chunks": args.chunks, **got}, indent=1))
+    else:
+        print_report(args.home, got, args.chunks)
+    return 0
+
+
+_FLOAT32 = ("import numpy, runpy, sys, gitrag.index.vector_cache as c, gitrag.index.vectors as v, "
+            "gitrag.index.views as w; c.DTYPE = numpy.float32; "
+            "u = lambda a, b: v.l2_normalise((a + v.PATH_WEIGHT * b)[None, :])[0]; v.combine = u; w.combine = u; "
+            "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def recall(args: argparse.Namespace) -> int:
+    results = {}
+    for name, code, layout in (("float32", _FLOAT32, "current"), ("shipped", None, None)):
+        with tempfile.TemporaryDirectory(prefix=f"gitrag-recall-{name}-") as home:
+            script = [str(ROOT / "bench" / "bench_retrieval.py"), "--corpus", args.corpus, "--json"]
+            script += ["--embedder", args.embedder] if args.embedder else []
+            cmd = [sys.executable, "-c", code, *script] if code else [sys.executable, *script]
+            env = {k: v for k, v in os.environ.items() if k != "GITRAG_STORE_LAYOUT"}
+            env["GITRAG_HOME"] = home
+            if layout:
+                env["GITRAG_STORE_LAYOUT"] = layout
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            results[name] = json.loads(proc.stdout[proc.stdout.index("{"):])
+    a, b = results["float32"]["variants"], results["shipped"]["variants"]
+    worst = (0.0, "", "")
+    for v in a:
+        for col, x in a[v].items():
+            y = b.get(v, {}).get(col)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and "ms" not in col and "p50" not in col:
+                if abs(x - y) > worst[0]:
+                    worst = (abs(x - y), v, col)
+    if args.json:
+        print(json.dumps({"float32": results["float32"], "shipped": results["shipped"], "worst": worst}, indent=1))
+        return 0
+    for v in ("hybrid", "rrf"):
+        for name in ("float32", "shipped"):
+            row = results[name]["variants"].get(v, {})
+            print(v, name, {k: round(x, 3) for k, x in row.items() if isinstance(x, (int, float))})
+    print(f"largest |shipped - float32| over every variant and quality column: {worst[0]:.4f} ({worst[1]}, {worst[2]})")
+    return 0
+
+
+def _rss() -> dict[str, int]:
+    with open("/proc/self/status") as f:
+        return {k: int(v.split()[0]) // 1024 for k, v in (line.split(":", 1) for line in f)
+                if k in ("RssAnon", "RssFile", "VmHWM")}
+
+
+def sync_memory(args: argparse.Namespace) -> int:
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import edge
+    from gitrag.index.workspace import open_workspace
+
+    with tempfile.TemporaryDirectory(prefix="gitrag-syncmem-") as tmp:
+        os.environ.update(GITRAG_HOME=tmp, GITRAG_PROGRESS_INTERVAL="off", XDG_CONFIG_HOME=str(Path(tmp) / "config"))
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+        flush, upsert = edge.EdgeStore.flush, edge.EdgeStore.upsert
+        written = [0]
+        rows: list[dict[str, int]] = []
+
+        def counted(self: Any, name: str, points: Any) -> None:
+            upsert(self, name, points)
+            written[0] += len(points)
+
+        def sampled(self: Any, name: str) -> None:
+            flush(self, name)
+            rows.append({"points": written[0], **_rss()})
+            if not args.json:
+                print(rows[-1], flush=True)
+
+        edge.EdgeStore.upsert, edge.EdgeStore.flush = counted, sampled  # type: ignore[method-assign]  # measuring: the store's writes wrapped
+        with open_workspace(args.tree[0]) as ws:
+            Indexer(ws).sync()
+    if args.json:
+        print(json.dumps(rows))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("disk", help="index trees from an empty home and measure every file and table")
+    d.add_argument("--tree", action="append", required=True)
+    d.add_argument("--code", default=None, help="a gitrag package folder to index with too (side by side)")
+    r = sub.add_parser("report", help="measure an existing GITRAG_HOME")
+    r.add_argument("--home", required=True)
+    r.add_argument("--chunks", type=int, required=True)
+    c = sub.add_parser("recall", help="bench_retrieval.py all float32 against the shipped forms")
+    c.add_argument("--corpus", required=True)
+    c.add_argument("--embedder", default="static")
+    m = sub.add_parser("sync-memory", help="RSS of a first index in this process at every store flush")
+    m.add_argument("--tree", action="append", required=True)
+    for p in (d, r, c, m):
+        p.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
