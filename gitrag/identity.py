@@ -20,10 +20,12 @@ import hashlib
 import os
 import re
 import secrets
+import time
 from pathlib import Path
 
 ID_FILE = "gitrag-id"
 RECORD_FILE = "repo"  # in the data folder: the common git dir it belongs to
+MISSING_FILE = "missing-since"  # in the data folder: when gc first found that git dir missing
 _ID = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -122,6 +124,21 @@ def record(folder: Path, common_dir: Path) -> None:
     except (OSError, UnicodeDecodeError):  # missing, or damaged bytes: written again
         pass
     target.write_text(text)
+    (folder / MISSING_FILE).unlink(missing_ok=True)  # found again (moved): the grace ends
+
+
+def _missing_since(folder: Path, now: float) -> float:
+    """When the folder's git dir was first found missing (Unix seconds); noted as ``now``
+    the first time (a damaged note is written again)."""
+    note = folder / MISSING_FILE
+    try:
+        return float(note.read_text().strip())
+    except (OSError, ValueError):
+        try:
+            note.write_text(f"{now:.0f}\n")
+        except OSError:  # a read-only data root: nothing is dropped before it can be noted
+            pass
+        return now
 
 
 def repo_id_of(folder: Path) -> str:
@@ -129,21 +146,26 @@ def repo_id_of(folder: Path) -> str:
     return folder.name.rsplit("-", 1)[-1]
 
 
-def gone_folders(root: Path) -> list[Path]:
-    """Data folders whose repository no longer exists: the git dir they record is missing,
-    or holds another id (moved away and forked, or replaced). Folders without a record
-    are left alone."""
+def gone_folders(root: Path, grace_s: float = 0.0, now: float | None = None) -> list[Path]:
+    """Data folders whose repository no longer exists: the git dir they record has been
+    missing for ``grace_s`` seconds or more, or holds another id (moved away and forked, or
+    replaced). A folder whose git dir is missing is noted (MISSING_FILE) the first time and
+    kept through the grace: a repository moved or renamed while no command ran finds its
+    index again by its id at the next command. Folders without a record are left alone."""
     out: list[Path] = []
     if not root.is_dir():
         return out
+    now = time.time() if now is None else now
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         owner = recorded(folder)
         if owner is None:
             continue
         own_id = repo_id_of(folder)
         if not owner.exists():
-            out.append(folder)
+            if now - _missing_since(folder, now) >= grace_s:
+                out.append(folder)
             continue
+        (folder / MISSING_FILE).unlink(missing_ok=True)
         current = read_id(owner)
         if current is not None and current != own_id and own_id != path_key(owner):
             out.append(folder)

@@ -19,11 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from gitrag import config
+from gitrag import config, identity
 from gitrag.git.repo import GitRepo
 from gitrag.index.state import State
 from gitrag.index.workspace import open_workspace
@@ -224,8 +225,41 @@ def test_gc_drops_data_of_repositories_that_no_longer_exist(repo: Repo, tmp_path
     shutil.rmtree(other.path)
     result = CliRunner().invoke(cli, ["gc", "--repo", str(repo.path), "--json"])
     assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["repositories_dropped"] == []  # missing since now: kept through the grace
+    assert (gone / identity.MISSING_FILE).exists()
+    (gone / identity.MISSING_FILE).write_text(f"{time.time() - 15 * 86400:.0f}\n")  # missing for 15 days (TTL 14)
+    result = CliRunner().invoke(cli, ["gc", "--repo", str(repo.path), "--json"])
+    assert result.exit_code == 0, result.output
     assert json.loads(result.output)["repositories_dropped"] == [str((other.path / ".git").resolve())]
     assert not gone.exists() and config.repo_data_dir(GitRepo(repo.path).common_dir).exists()
+
+
+def test_gc_keeps_the_index_of_a_repository_moved_while_nothing_ran(repo: Repo, tmp_path: Path) -> None:
+    """A new user moved a repository folder and then ran ``gitrag gc`` elsewhere: gc took the
+    missing git dir for a deleted repository and dropped its index (and, with it, the cached
+    vectors only it used). Now the index waits out the grace and is found again by the id."""
+    from click.testing import CliRunner
+
+    from gitrag.surfaces.cli import cli
+
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("A")
+    index(repo.path)
+    other = Repo(tmp_path / "other")
+    other.write("ledger.py", "def close_the_ledger_books(entries):\n    return sum(entries)\n")
+    other.commit("ledger")
+    index(other.path)
+    folder = config.repo_data_dir(GitRepo(other.path).common_dir)
+    moved = tmp_path / "moved-away"
+    shutil.move(other.path, moved)
+    result = CliRunner().invoke(cli, ["gc", "--repo", str(repo.path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["repositories_dropped"] == []
+    assert folder.exists()
+    s = index(moved)
+    assert s.chunks_embedded == 0 and config.repo_data_dir(GitRepo(moved).common_dir) == folder
+    assert not (folder / identity.MISSING_FILE).exists()  # found again: the grace is over
+    assert "ledger.py" in paths_found(moved, "close the ledger books")
 
 
 # -- migration from the previous release ---------------------------------------------------

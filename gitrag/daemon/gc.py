@@ -114,9 +114,11 @@ def disk_bytes(ws: Workspace) -> int:
 
 def drop_gone_repositories(ws: Workspace) -> list[str]:
     """Delete the data folders (and server collections) of repositories that no longer exist
-    (see :func:`gitrag.identity.gone_folders`); returns the git dirs they served."""
+    (see :func:`gitrag.identity.gone_folders`: a git dir missing is given ``branch_ttl_days``
+    before its data goes, so a repository moved while nothing ran keeps its index); returns
+    the git dirs they served."""
     dropped = []
-    for folder in identity.gone_folders(config.data_root()):
+    for folder in identity.gone_folders(config.data_root(), grace_s=ws.settings.branch_ttl_days * 86400):
         if folder == ws.data_dir:
             continue
         if ws.store.kind == "server":
