@@ -132,8 +132,8 @@ def document_vector(text: str) -> SparseVec:
             weights[tid] = weights.get(tid, 0.0) + tf * (K1 + 1) / (tf + norm)
         return _vector(weights)
     # the same float64 operations as the loop above, on every term at once
-    tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))[order]
-    return SparseVec(ids.tolist(), (tf * (K1 + 1) / (tf + norm)).tolist())
+    freq = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))[order]
+    return SparseVec(ids.tolist(), (freq * (K1 + 1) / (freq + norm)).tolist())
 
 
 def query_vector(text: str, weights: dict[str, float] | None = None) -> SparseVec:
