@@ -132,3 +132,23 @@ def test_compiled_stemmer_gives_the_pure_python_stems() -> None:
     assert len(words) > 10000
     assert [compiled.stemWord(w) for w in words] == [pure.stemWord(w) for w in words]
     assert type(sparse._STEMMER) is type(compiled)  # the index uses the compiled one
+
+
+def test_terms_sharing_a_crc32_are_summed_as_the_reference_sums_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two terms with one id (a CRC-32 collision, rare but possible) get one weight, the sum
+    of theirs in the order the terms first appear: the vectorised weights step must not
+    lose or reorder either."""
+    text = "gamma alpha beta beta alpha alpha delta.epsilon gamma"
+
+    def colliding(term: str) -> int:
+        return 7 if term in ("alpha", "beta") else zlib.crc32(term.encode("utf-8", "surrogatepass"))
+
+    counts = Counter(ref_terms(text))
+    norm = sparse.K1 * (1 - sparse.B + sparse.B * sum(counts.values()) / sparse.AVGDL)
+    weights: dict[int, float] = {}
+    for term, tf in counts.items():
+        weights[colliding(term)] = weights.get(colliding(term), 0.0) + tf * (sparse.K1 + 1) / (tf + norm)
+    monkeypatch.setattr(sparse, "term_id", colliding)
+    vec = sparse.document_vector(text)
+    assert vec.indices == sorted(weights) and 7 in vec.indices
+    assert vec.values == [weights[i] for i in vec.indices]

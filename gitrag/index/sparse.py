@@ -19,6 +19,7 @@ import zlib
 from collections import Counter
 from functools import lru_cache
 
+import numpy as np
 import snowballstemmer
 
 from gitrag.index.records import SparseVec
@@ -104,6 +105,18 @@ def term_id(term: str) -> int:
     return zlib.crc32(term.encode("utf-8", "surrogatepass"))
 
 
+def _term_counts(text: str) -> dict[str, int]:
+    """``Counter(terms(text))``, the same counts in the same order, from each distinct
+    identifier once: a chunk repeats its identifiers, so this expands (and looks up) each
+    one once instead of at every occurrence. A term is first seen in the first identifier
+    that yields it, which is where ``terms`` first yields it too."""
+    counts: dict[str, int] = {}
+    for word, n in Counter(_IDENT.findall(text)).items():
+        for term in _word_terms(word):
+            counts[term] = counts.get(term, 0) + n
+    return counts
+
+
 def _vector(weights: dict[int, float]) -> SparseVec:
     idx = sorted(weights)
     return SparseVec(idx, [float(weights[i]) for i in idx])
@@ -111,14 +124,21 @@ def _vector(weights: dict[int, float]) -> SparseVec:
 
 def document_vector(text: str) -> SparseVec:
     """BM25-TF weighted sparse vector of a chunk's text (IDF is applied by the store)."""
-    counts = Counter(terms(text))
+    counts = _term_counts(text)
     dl = sum(counts.values()) or 1
     norm = K1 * (1 - B + B * dl / AVGDL)
-    weights: dict[int, float] = {}
-    for term, tf in counts.items():
-        tid = term_id(term)
-        weights[tid] = weights.get(tid, 0.0) + tf * (K1 + 1) / (tf + norm)
-    return _vector(weights)
+    tids = np.fromiter(map(term_id, counts), dtype=np.int64, count=len(counts))
+    order = np.argsort(tids, kind="stable")
+    ids = tids[order]
+    if ids.size > 1 and bool((ids[1:] == ids[:-1]).any()):  # two terms with one CRC-32: summed in term order
+        weights: dict[int, float] = {}
+        for term, tf in counts.items():
+            tid = term_id(term)
+            weights[tid] = weights.get(tid, 0.0) + tf * (K1 + 1) / (tf + norm)
+        return _vector(weights)
+    # the same float64 operations as the loop above, on every term at once
+    freq = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))[order]
+    return SparseVec(ids.tolist(), (freq * (K1 + 1) / (freq + norm)).tolist())
 
 
 def query_vector(text: str, weights: dict[str, float] | None = None) -> SparseVec:

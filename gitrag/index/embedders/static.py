@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ MODEL_DIR = Path(__file__).resolve().parents[2] / "models" / MODEL_NAME
 MODEL_SHA256 = "fc2e4a095f90fdc0cafdb072a883e5c1661f0dcd40251e5d361625719bd0da3c"
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PIECE = 64  # texts tokenised and summed at a time: ~64 x 256 tokens x dim floats of scratch
+_first = itemgetter(0)
 TOKENIZE_PIECE = 4096  # characters per piece when tokenize() cuts a long text for parallel tokenising
 
 
@@ -183,8 +185,10 @@ class StaticEmbedder:
             return None
         pieces, offsets = _pieces(text, TOKENIZE_PIECE)
         encs = tok.encode_batch(pieces, add_special_tokens=False)
-        ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encs])
-        starts = np.concatenate([np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[:, 0] + base
+        ids = np.concatenate([np.fromiter(e.ids, dtype=np.int32, count=len(e)) for e in encs])
+        # each token's start, taken from its (start, end) pair without building an (n, 2)
+        # array from the tuples first (a third of the cost of converting the offsets)
+        starts = np.concatenate([np.fromiter(map(_first, e.offsets), dtype=np.int64, count=len(e)) + base
                                  for e, base in zip(encs, offsets)])
         return Tokens(ids, starts, self.fingerprint)
 
@@ -233,6 +237,9 @@ class StaticEmbedder:
         """out[start + i] = the sum of the token vectors of ``rows[i]`` (special tokens
         skipped), accumulated in float32 in token order."""
         vectors, keep = self._get_vectors()
+        # rows gathered by take() from the memmap's plain ndarray view: the same bytes, ~5x
+        # cheaper than the memmap's own fancy indexing
+        table = vectors.view(np.ndarray) if isinstance(vectors, np.memmap) else vectors
         ids = [np.asarray(row, dtype=np.int64) for row in rows]
         lengths = np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(ids))
         flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
@@ -242,7 +249,7 @@ class StaticEmbedder:
         if flat.size:
             # owner is sorted: sum each text's rows in one pass (float32 accumulation)
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-            out[owner[starts]] = np.add.reduceat(vectors[flat], starts, axis=0, dtype=np.float32)
+            out[owner[starts]] = np.add.reduceat(np.take(table, flat, axis=0), starts, axis=0, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Returns float32 (dim,), unit length; queries are embedded like documents."""
