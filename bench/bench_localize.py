@@ -391,7 +391,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep the indexes in DIR (DIR/work, DIR/home) and index each base commit as its own branch "
                          "(loc-ID; gitrag holds branches as membership of one collection), so a re-run after a "
-                         "ranking change syncs nothing and only asks; BM25's answers are kept in DIR/bm25.jsonl")
+                         "ranking change syncs nothing and only asks; BM25's answers are kept in DIR/bm25.jsonl; "
+                         "implies --full-history (what a sync reads of the history otherwise depends on its time)")
     ap.add_argument("--full-history", action="store_true",
                     help="read each base commit's whole commit history after its sync (a sync alone reads what its "
                          "time budget allows; later syncs read the rest)")
@@ -502,8 +503,8 @@ def main() -> int:
                     except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
                         log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
                         continue
-                if args.full_history:
-                    from gitrag.index import history
+                if args.full_history or args.keep:  # --keep: each branch's whole history, as a plain run's
+                    from gitrag.index import history  # would read it only over several syncs (time budget)
 
                     history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 kept = bm25_kept.get((issue["id"], issue["base_commit"]))
