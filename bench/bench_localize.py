@@ -393,6 +393,8 @@ def main() -> int:
                          "(loc-ID; gitrag holds branches as membership of one collection), so a re-run after a "
                          "ranking change syncs nothing and only asks; BM25's answers are kept in DIR/bm25.jsonl; "
                          "implies --full-history (what a sync reads of the history otherwise depends on its time)")
+    ap.add_argument("--asks-only", action="store_true",
+                    help="with --keep: only ask the issues whose branch is indexed there already (skip the others)")
     ap.add_argument("--full-history", action="store_true",
                     help="read each base commit's whole commit history after its sync (a sync alone reads what its "
                          "time budget allows; later syncs read the rest)")
@@ -488,6 +490,12 @@ def main() -> int:
                     ws = open_workspace(str(dest))
                     embedder = ws.embedder.fingerprint
                 t0 = time.perf_counter()
+                if args.asks_only:
+                    kept_branch = ws.state.branch(ws.repo.branch())
+                    if kept_branch is None or kept_branch.indexed_commit != issue["base_commit"]:
+                        log(f"{issue['id']}: skipped (--asks-only: not indexed under --keep yet)")
+                        skipped[issue["id"]] = "not indexed under --keep (--asks-only)"
+                        continue
                 try:
                     with output.progress_bar(False) as progress:
                         Indexer(ws, progress).sync()
