@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, modules, restated, stages
+from gitrag.query.ranking import history_prior, literals, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -31,11 +31,15 @@ STAGES: dict[str, str] = {
     "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
              "unless asked for",
+    "literals": "chunks mostly string and number literals (message and lookup tables) x1 to x0.5 by the share "
+                "beyond half, unless options or data are asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
     "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
                "(similar fixes)",
+    "history-files": "the similar fixes' files (share >= 0.5, at most 5) join the candidates with their chunks "
+                     "either list returned at any depth read, on those chunks' own scores",
 }
 
 
@@ -157,6 +161,10 @@ def rank(
         return []
     weight = stages.DENSE_WEIGHT_SYMBOL if query.symbol_like and "query-weights" not in off else stages.DENSE_WEIGHT
     stages.fuse(cands, weight)
+    prior = lookup.history_prior(query) if "history" not in off and hasattr(lookup, "history_prior") else {}
+    if prior and "history-files" not in off and hasattr(lookup, "file_candidates"):  # similar fixes' files join on their own chunks' scores
+        extra = lookup.file_candidates(history_prior.prior_files(prior, (c.path for c in cands.values())))
+        history_prior.add_prior_candidates(cands, extra, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
@@ -176,6 +184,8 @@ def rank(
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:
         stages.apply_role_priors(cands, query)
-    if "history" not in off and hasattr(lookup, "history_prior"):
-        history_prior.apply_history_prior(cands, lookup.history_prior(query))
+    if "literals" not in off and hasattr(lookup, "chunk_texts"):
+        literals.apply_literals_prior(cands, query, lookup.chunk_texts)
+    if prior:
+        history_prior.apply_history_prior(cands, prior)
     return stages.select(cands, k, saturation="saturation" not in off)
