@@ -394,7 +394,8 @@ def main() -> int:
                          "ranking change syncs nothing and only asks; BM25's answers are kept in DIR/bm25.jsonl; "
                          "implies --full-history (what a sync reads of the history otherwise depends on its time)")
     ap.add_argument("--asks-only", action="store_true",
-                    help="with --keep: only ask the issues whose branch is indexed there already (skip the others)")
+                    help="with --keep: only ask the issues whose branch is indexed there already (skip the others), with the "
+                         "index and history as kept: no sync, no history read")
     ap.add_argument("--full-history", action="store_true",
                     help="read each base commit's whole commit history after its sync (a sync alone reads what its "
                          "time budget allows; later syncs read the rest)")
@@ -496,25 +497,26 @@ def main() -> int:
                         log(f"{issue['id']}: skipped (--asks-only: not indexed under --keep yet)")
                         skipped[issue["id"]] = "not indexed under --keep (--asks-only)"
                         continue
-                try:
-                    with output.progress_bar(False) as progress:
-                        Indexer(ws, progress).sync()
-                except Exception as exc:  # noqa: BLE001 - e.g. rename detection over a blob the clone lacks
-                    log(f"{issue['id']}: incremental sync failed ({type(exc).__name__}: {exc}); indexing afresh")
-                    data_dir = Path(ws.data_dir)
-                    ws.close()
-                    shutil.rmtree(data_dir, ignore_errors=True)
-                    ws = open_workspace(str(dest))
+                if not args.asks_only:  # --asks-only: the kept index and history as they are, nothing read
                     try:
                         with output.progress_bar(False) as progress:
                             Indexer(ws, progress).sync()
-                    except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
-                        log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
-                        continue
-                if args.full_history or args.keep:  # --keep: each branch's whole history, as a plain run's
-                    from gitrag.index import history  # would read it only over several syncs (time budget)
+                    except Exception as exc:  # noqa: BLE001 - e.g. rename detection over a blob the clone lacks
+                        log(f"{issue['id']}: incremental sync failed ({type(exc).__name__}: {exc}); indexing afresh")
+                        data_dir = Path(ws.data_dir)
+                        ws.close()
+                        shutil.rmtree(data_dir, ignore_errors=True)
+                        ws = open_workspace(str(dest))
+                        try:
+                            with output.progress_bar(False) as progress:
+                                Indexer(ws, progress).sync()
+                        except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
+                            log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
+                            continue
+                    if args.full_history or args.keep:  # --keep: each branch's whole history, as a plain run's
+                        from gitrag.index import history  # would read it only over several syncs (time budget)
 
-                    history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
+                        history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
                 kept = bm25_kept.get((issue["id"], issue["base_commit"]))
                 if kept is None:
                     bm25.index(ws)

@@ -166,32 +166,3 @@ def test_search_prefers_the_implementation_over_option_declarations_and_tests(re
     assert not test_at or not old_at or test_at[0] >= old_at[0]
     assert next(r.score for r in got if r.symbol == "main") < next(r.score for r in before if r.symbol == "main")
 
-
-def test_literal_share_marks_message_and_number_tables_not_code_with_messages() -> None:
-    from gitrag.query.ranking.literals import LITERAL_PRIOR, literal_factor, literal_share
-
-    table = 'MSGS = {\n    "W0101": ("Unreachable code", "unreachable", "Used when code follows a return."),\n' \
-            '    "W0102": ("Dangerous default value", "dangerous-default", "Used when a mutable default."),\n}\n'
-    primes = "static final int[] PRIMES = {\n" + "    2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47,\n" * 3 + "};\n"
-    code = 'def check(node):\n    """Report unreachable code after a return."""\n    if node.returns:\n' \
-           '        raise ValueError("unreachable code after return")\n    return node.body[1:]\n'
-    assert literal_share(table) > 0.9 and literal_share(primes) > 0.75
-    assert literal_share(code) < 0.5 and literal_factor(literal_share(code)) == 1.0
-    assert literal_factor(1.0) == LITERAL_PRIOR and literal_factor(0.75) == pytest.approx(0.75)
-
-
-def test_a_pasted_issue_finds_the_checker_code_over_the_message_table(repo: Repo) -> None:
-    words = ["unreachable code after a return statement in a function body"] * 3
-    rows = "\n".join(f'    "W01{i:02d}": ("{w}", "unreachable-{i}", "Used when {w}."),' for i, w in enumerate(words * 4))
-    repo.write("lint/messages.py", f"MSGS = {{\n{rows}\n}}\n")
-    repo.write("lint/flow.py", "def visit_return(node, report):\n    # code after a return statement is unreachable\n"
-               "    for stmt in node.following_statements():\n        report('unreachable', stmt)\n")
-    repo.commit("checker")
-    index(repo.path)
-    question = ("False positive: unreachable code reported after a return statement\n\n"
-                "pylint says unreachable code for the statement after a return in a function body.\n")
-    with open_workspace(repo.path) as ws:
-        on = {r.path: r.score for r in search(ws, question, k=5)}
-        off = {r.path: r.score for r in search(ws, question, k=5, disable=("literals",))}
-    assert on["lint/messages.py"] < off["lint/messages.py"]
-    assert on["lint/flow.py"] == pytest.approx(off["lint/flow.py"])

@@ -275,25 +275,6 @@ class _Lookup:
             out.append(_candidate(row.point_id, row.payload, dense=d, sparse=s))
         return out
 
-    def chunk_texts(self, cands: list[ranking.Candidate]) -> dict[str, str]:
-        """{key: source text} of the candidates, sliced by bytes from their git blobs (each blob
-        read once); a candidate without a blob (a work-tree chunk) or whose blob is gone is left out."""
-        out: dict[str, str] = {}
-        blobs: dict[str, bytes] = {}
-        for c in cands:
-            blob = c.payload.get("blob") if c.payload else None
-            if not blob or c.payload.get("source") == worktree.SOURCE:
-                continue
-            if blob not in blobs:
-                try:
-                    blobs[blob] = self.ws.repo.read_blob(blob)
-                except (KeyError, ValueError):
-                    blobs[blob] = b""
-            data = blobs[blob]
-            if data:
-                out[c.key] = data[c.payload.get("start_byte", 0):c.payload.get("end_byte", 0)].decode("utf-8", "replace")
-        return out
-
     def known_paths(self, written: str) -> list[str]:
         return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch), KNOWN_PATH_MATCHES)
 

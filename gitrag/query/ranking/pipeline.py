@@ -1,7 +1,8 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> definitions -> path match -> imported modules -> coherence -> path priors -> generated copies ->
-import lists -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
+Order: fusion (dense weight by query type) -> the similar fixes' files join -> definitions -> path match -> imported
+modules -> coherence -> path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix
+prior -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, literals, modules, restated, stages
+from gitrag.query.ranking import history_prior, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -31,8 +32,6 @@ STAGES: dict[str, str] = {
     "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
     "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
              "unless asked for",
-    "literals": "chunks mostly string and number literals (message and lookup tables) x1 to x0.5 by the share "
-                "beyond half, unless options or data are asked for",
     "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
                   "unless the question names it",
     "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
@@ -184,8 +183,6 @@ def rank(
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:
         stages.apply_role_priors(cands, query)
-    if "literals" not in off and hasattr(lookup, "chunk_texts"):
-        literals.apply_literals_prior(cands, query, lookup.chunk_texts)
     if prior:
         history_prior.apply_history_prior(cands, prior)
     return stages.select(cands, k, saturation="saturation" not in off)
