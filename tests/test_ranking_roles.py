@@ -165,4 +165,3 @@ def test_search_prefers_the_implementation_over_option_declarations_and_tests(re
     old_at = [i for i, r in enumerate(before) if r.symbol.startswith("tests")]
     assert not test_at or not old_at or test_at[0] >= old_at[0]
     assert next(r.score for r in got if r.symbol == "main") < next(r.score for r in before if r.symbol == "main")
-
