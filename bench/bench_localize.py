@@ -389,6 +389,14 @@ def main() -> int:
     ap.add_argument("--ablate", action="append", default=[], metavar="STAGE",
                     help="also run gitrag with this ranking stage switched off, as method gitrag-STAGE (repeatable; "
                          "STAGE,STAGE switches several off together)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep the indexes in DIR (DIR/work, DIR/home) and index each base commit as its own branch "
+                         "(loc-ID; gitrag holds branches as membership of one collection), so a re-run after a "
+                         "ranking change syncs nothing and only asks; BM25's answers are kept in DIR/bm25.jsonl; "
+                         "implies --full-history (what a sync reads of the history otherwise depends on its time)")
+    ap.add_argument("--asks-only", action="store_true",
+                    help="with --keep: only ask the issues whose branch is indexed there already (skip the others), with the "
+                         "index and history as kept: no sync, no history read")
     ap.add_argument("--full-history", action="store_true",
                     help="read each base commit's whole commit history after its sync (a sync alone reads what its "
                          "time budget allows; later syncs read the rest)")
@@ -407,6 +415,11 @@ def main() -> int:
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gitrag-localize-"))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        args.home = args.home or args.keep / "home"
+        args.work = args.work or args.keep / "work"
+    bm25_kept = _read_kept(args.keep / "bm25.jsonl") if args.keep else {}
     home = args.home or tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
     os.environ["GITRAG_HOME"] = str(home)
@@ -466,7 +479,12 @@ def main() -> int:
         try:
             for n, issue in enumerate(issues, 1):
                 try:  # HEAD moves, the work tree stays empty: gitrag indexes commits, not files on disk
-                    git(dest, "update-ref", "--no-deref", "HEAD", issue["base_commit"] + "^{commit}")
+                    if args.keep:  # one branch per base commit, indexed once
+                        ref = f"refs/heads/loc-{issue['id']}"
+                        git(dest, "update-ref", ref, issue["base_commit"] + "^{commit}")
+                        git(dest, "symbolic-ref", "HEAD", ref)
+                    else:
+                        git(dest, "update-ref", "--no-deref", "HEAD", issue["base_commit"] + "^{commit}")
                 except RuntimeError as exc:
                     log(f"{issue['id']}: skipped ({exc})")
                     continue
@@ -474,33 +492,50 @@ def main() -> int:
                     ws = open_workspace(str(dest))
                     embedder = ws.embedder.fingerprint
                 t0 = time.perf_counter()
-                try:
-                    with output.progress_bar(False) as progress:
-                        Indexer(ws, progress).sync()
-                except Exception as exc:  # noqa: BLE001 - e.g. rename detection over a blob the clone lacks
-                    log(f"{issue['id']}: incremental sync failed ({type(exc).__name__}: {exc}); indexing afresh")
-                    data_dir = Path(ws.data_dir)
-                    ws.close()
-                    shutil.rmtree(data_dir, ignore_errors=True)
-                    ws = open_workspace(str(dest))
+                if args.asks_only:
+                    kept_branch = ws.state.branch(ws.repo.branch())
+                    if kept_branch is None or kept_branch.indexed_commit != issue["base_commit"]:
+                        log(f"{issue['id']}: skipped (--asks-only: not indexed under --keep yet)")
+                        skipped[issue["id"]] = "not indexed under --keep (--asks-only)"
+                        continue
+                if not args.asks_only:  # --asks-only: the kept index and history as they are, nothing read
                     try:
                         with output.progress_bar(False) as progress:
                             Indexer(ws, progress).sync()
-                    except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
-                        log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
-                        continue
-                if args.full_history:
-                    from gitrag.index import history
+                    except Exception as exc:  # noqa: BLE001 - e.g. rename detection over a blob the clone lacks
+                        log(f"{issue['id']}: incremental sync failed ({type(exc).__name__}: {exc}); indexing afresh")
+                        data_dir = Path(ws.data_dir)
+                        ws.close()
+                        shutil.rmtree(data_dir, ignore_errors=True)
+                        ws = open_workspace(str(dest))
+                        try:
+                            with output.progress_bar(False) as progress:
+                                Indexer(ws, progress).sync()
+                        except Exception as exc2:  # noqa: BLE001 - one repository that does not sync is skipped, the rest go on
+                            log(f"{issue['id']}: skipped (sync failed: {type(exc2).__name__}: {exc2})")
+                            continue
+                    if args.full_history or args.keep:  # --keep: each branch's whole history, as a plain run's
+                        from gitrag.index import history  # would read it only over several syncs (time budget)
 
-                    history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
-                bm25.index(ws)
+                        history.sync_branch(ws, ws.repo.branch(), ws.repo.require_head(), None)
+                kept = bm25_kept.get((issue["id"], issue["base_commit"]))
+                if kept is None:
+                    bm25.index(ws)
                 took = time.perf_counter() - t0
                 index_s += took
                 q = issue["question"]
                 resp = ask(ws, q, k=10, files=True)
                 g_files = [f.path for f in (resp.files or [])][:10]
                 g_chunks = [(r.path, r.start_line, r.end_line) for r in resp.results]
-                b_hits = bm25.search(q, 200)
+                if kept is None:
+                    b_hits = [(s, {k: d.get(k) for k in ("path", "start_line", "end_line", "symbol", "kind")})
+                              for s, d in bm25.search(q, 200)]
+                    if args.keep:
+                        with open(args.keep / "bm25.jsonl", "a", encoding="utf-8") as fh:
+                            fh.write(json.dumps({"id": issue["id"], "base_commit": issue["base_commit"],
+                                                 "hits": b_hits}) + "\n")
+                else:
+                    b_hits = [(s, d) for s, d in kept]
                 b_files = files_of([(s, d["path"]) for s, d in b_hits], 10)
                 b_chunks = [(d["path"], d["start_line"], d["end_line"]) for _, d in b_hits]
                 ablated = {}
@@ -536,6 +571,18 @@ def main() -> int:
     methods = ["gitrag", *(f"gitrag-{s}" for s in args.ablate), "bm25"]
     _record(args.record, report(results, embedder, skipped, time.perf_counter() - started, index_s, args.json, methods))
     return 0
+
+
+def _read_kept(path: Path) -> dict[tuple[str, str], list]:
+    """BM25's kept answers by (issue id, base commit), from a --keep folder's bm25.jsonl."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[(row["id"], row["base_commit"])] = row["hits"]
+    return out
 
 
 def report(results: list[dict], embedder: str, skipped: dict[str, str], seconds: float, index_s: float,

@@ -242,3 +242,24 @@ def test_the_prior_learns_nothing_from_an_import_of_many_files(repo: Repo) -> No
     assert file_prior([(5.0, [f"f{i}.py" for i in range(MAX_FIX_FILES + 1)], MAX_FIX_FILES + 1)]) == {}
     prior = file_prior([(4.0, ["a.py"], 1), (4.0, ["a.py", "b.py", "c.py", "d.py"], 4)])
     assert prior["a.py"] == 1.0 and prior["b.py"] == pytest.approx(2.0 / 6.0)
+
+
+def test_files_of_similar_fixes_join_the_candidates_on_their_own_chunks_scores() -> None:
+    """A file past similar fixes changed that no list put in its top joins the candidates with
+    those of its chunks a list returned deeper, scored on the candidates' own min-max scale
+    (the scores already fused do not move); a chunk neither list returned does not join."""
+    from gitrag.query.ranking.history_prior import add_prior_candidates, prior_files
+    from gitrag.query.ranking.stages import Candidate, fuse
+
+    cands = {"a": Candidate("a", "x.py", 1, 2, dense=0.9, sparse=10.0),
+             "b": Candidate("b", "y.py", 1, 2, dense=0.5, sparse=2.0)}
+    fuse(cands, 0.5)
+    before = {k: c.score for k, c in cands.items()}
+    prior = {"fix.py": 1.0, "x.py": 0.9, "far.py": 0.2, "half.py": 0.5}
+    assert prior_files(prior, ["x.py", "y.py"]) == ["fix.py", "half.py"]  # share >= 0.5, not yet a candidate
+    extra = [Candidate("c", "fix.py", 1, 2, dense=0.7, sparse=1.0),  # dense mid-scale, sparse below the floor
+             Candidate("d", "fix.py", 5, 9)]  # in neither list: no evidence
+    add_prior_candidates(cands, extra, 0.5)
+    assert {k: cands[k].score for k in before} == before
+    assert "d" not in cands
+    assert cands["c"].score == pytest.approx(0.5 * 0.5 + 0.5 * 0.0)

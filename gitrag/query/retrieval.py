@@ -195,6 +195,8 @@ def _ranked(
         payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731 - one expression
                                 | overlay.payloads(ids))
     cands = candidates(dense_hits, sparse_hits, top, payloads=payloads)
+    if overlay is None:  # the lists as read, for the files the history prior adds (gitrag.query.ranking.history_prior)
+        lookup.deep = ({h.id: float(h.score) for h in dense_hits}, {h.id: float(h.score) for h in sparse_hits})
     ranked = ranking.rank(query, cands, k, lookup, off)
     if dense_scores is not None:
         dense_scores.update((h.id, float(h.score)) for h in dense_hits if not (overlay is not None and overlay.owns(h.id)))
@@ -240,6 +242,7 @@ class _Lookup:
     def __init__(self, ws: Workspace, branch: str, scope: SearchFilter | None) -> None:
         self.ws, self.branch, self.scope = ws, branch, scope
         self._points: dict[str, list[Any]] = {}
+        self.deep: tuple[dict[str, float], dict[str, float]] = ({}, {})  # {id: score} of the dense, sparse list
 
     def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
         found = symbols.find_definitions(self.ws, name, branch=self.branch)
@@ -254,6 +257,22 @@ class _Lookup:
             self._points[site.path] = self.ws.state.points(self.branch, [site.path])
         return [_candidate(r.point_id, r.payload) for r in self._points[site.path]
                 if r.payload["start_line"] <= site.line <= r.payload["end_line"]]
+
+    def file_candidates(self, paths: list[str]) -> list[ranking.Candidate]:
+        """The chunks of ``paths`` that the dense or the sparse list returned (at the depth
+        they were read to), with those raw scores; none for a file outside the scope."""
+        dense_of, sparse_of = self.deep
+        if not paths or not (dense_of or sparse_of):
+            return []
+        out = []
+        for row in self.ws.state.points(self.branch, paths):
+            d, s = dense_of.get(row.point_id), sparse_of.get(row.point_id)
+            if d is None and s is None:
+                continue
+            if self.scope and not self.scope.admits(row.payload["path"], row.payload.get("language", "")):
+                continue
+            out.append(_candidate(row.point_id, row.payload, dense=d, sparse=s))
+        return out
 
     def known_paths(self, written: str) -> list[str]:
         return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch))

@@ -40,6 +40,13 @@ STRENGTH = 1.0
 #: search of a long issue cost 50-75 ms on click instead of a few.
 COMMON_TERM_SHARE = 0.1
 MAX_TERMS = 32  # the question's terms sent (a long one's heaviest first)
+#: Files the similar fixes point at most (share >= ADD_MIN_SHARE of the best, at most
+#: ADD_FILES) join the candidates with their chunks that either list returned at any depth it
+#: was read to (retrieval reads both SCORE_DEPTH deep): a file that past fixes of the same
+#: words changed is worth ranking even when none of its chunks made either list's top
+#: PREFETCH, but only on its own chunks' evidence, scored as the others are.
+ADD_FILES = 5
+ADD_MIN_SHARE = 0.5
 
 
 def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str, float]:
@@ -54,6 +61,39 @@ def file_prior(commits: Iterable[tuple[float, Sequence[str], int]]) -> dict[str,
             scores[p] = scores.get(p, 0.0) + w
     top = max(scores.values(), default=0.0)
     return {p: s / top for p, s in scores.items()} if top > 0 else {}
+
+
+def prior_files(prior: dict[str, float], have: Iterable[str], files: int = ADD_FILES,
+                min_share: float = ADD_MIN_SHARE) -> list[str]:
+    """The files of ``prior`` (best first, at most ``files``, share >= ``min_share``) that are
+    not among ``have`` (the candidates' paths); ties by path."""
+    seen = set(have)
+    best = sorted((p for p, s in prior.items() if s >= min_share), key=lambda p: (-prior[p], p))[:files]
+    return [p for p in best if p not in seen]
+
+
+def add_prior_candidates(cands: dict[str, Candidate], extra: Iterable[Candidate], dense_weight: float) -> None:
+    """Add ``extra`` (chunks of :func:`prior_files` with their raw ``dense``/``sparse`` list
+    scores) to the fused ``cands`` (in place), each scored on the candidates' own scale:
+    ``w * clip((dense - lo) / (hi - lo)) + (1 - w) * clip(...)`` with lo and hi of the
+    candidates' raw scores per list, so the fused scores already given do not move (a
+    chunk below every candidate of a list gets 0 from it, as a list that missed it)."""
+    def scale(values: list[float]) -> tuple[float, float]:
+        return (min(values), max(values)) if values else (0.0, 0.0)
+
+    d_lo, d_hi = scale([c.dense for c in cands.values() if c.dense is not None])
+    s_lo, s_hi = scale([c.sparse for c in cands.values() if c.sparse is not None])
+
+    def norm(v: float | None, lo: float, hi: float) -> float:
+        if v is None or hi - lo <= 1e-12:
+            return 0.0
+        return min(1.0, max(0.0, (v - lo) / (hi - lo)))
+
+    for c in extra:
+        if c.key in cands or (c.dense is None and c.sparse is None):
+            continue
+        c.score = dense_weight * norm(c.dense, d_lo, d_hi) + (1 - dense_weight) * norm(c.sparse, s_lo, s_hi)
+        cands[c.key] = c
 
 
 def apply_history_prior(cands: dict[str, Candidate], prior: dict[str, float], strength: float = STRENGTH) -> None:

@@ -1,7 +1,8 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> definitions -> path match -> imported modules -> coherence -> path priors -> generated copies ->
-import lists -> prose prior -> role priors -> greedy top-k with file saturation. Each stage can be switched off by name
+Order: fusion (dense weight by query type) -> the similar fixes' files join -> definitions -> path match -> imported
+modules -> coherence -> path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix
+prior -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -16,6 +17,7 @@ from gitrag.query.ranking import history_prior, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
+<<<<<<< HEAD
 
 def _x(value: float) -> str:
     """A constant as the stage texts print it: 0.5, 3, 0.25."""
@@ -58,6 +60,31 @@ def describe() -> dict[str, str]:
 
 #: Stage name -> what it does (:func:`describe`); every name can be passed to ``disabled``.
 STAGES: dict[str, str] = describe()
+=======
+#: Stage name -> what it does; every name can be passed to ``disabled``.
+STAGES: dict[str, str] = {
+    "query-weights": "dense weight 0.3 instead of 0.5 when the question is one code token",
+    "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
+    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
+                  "raise that file",
+    "modules": "a pasted issue's Python imports (from a.b.c import x) raise files in and near those modules "
+               "by 0.5x top x the share of the package path they share",
+    "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
+    "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
+    "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
+    "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
+    "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
+    "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
+             "unless asked for",
+    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
+                  "unless the question names it",
+    "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
+    "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
+               "(similar fixes)",
+    "history-files": "the similar fixes' files (share >= 0.5, at most 5) join the candidates with their chunks "
+                     "either list returned at any depth read, on those chunks' own scores",
+}
+>>>>>>> loc20
 
 
 class Lookup(Protocol):
@@ -178,6 +205,10 @@ def rank(
         return []
     weight = stages.DENSE_WEIGHT_SYMBOL if query.symbol_like and "query-weights" not in off else stages.DENSE_WEIGHT
     stages.fuse(cands, weight)
+    prior = lookup.history_prior(query) if "history" not in off and hasattr(lookup, "history_prior") else {}
+    if prior and "history-files" not in off and hasattr(lookup, "file_candidates"):  # similar fixes' files join on their own chunks' scores
+        extra = lookup.file_candidates(history_prior.prior_files(prior, (c.path for c in cands.values())))
+        history_prior.add_prior_candidates(cands, extra, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
@@ -197,6 +228,6 @@ def rank(
         stages.apply_prose_prior(cands, query)
     if "roles" not in off:
         stages.apply_role_priors(cands, query)
-    if "history" not in off and hasattr(lookup, "history_prior"):
-        history_prior.apply_history_prior(cands, lookup.history_prior(query))
+    if prior:
+        history_prior.apply_history_prior(cands, prior)
     return stages.select(cands, k, saturation="saturation" not in off)
