@@ -17,7 +17,6 @@ from gitrag.query.ranking import history_prior, modules, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
-<<<<<<< HEAD
 
 def _x(value: float) -> str:
     """A constant as the stage texts print it: 0.5, 3, 0.25."""
@@ -55,36 +54,14 @@ def describe() -> dict[str, str]:
         "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
         "history": f"files changed by past commits whose messages resemble the question x(1 + {_x(h.STRENGTH)} x "
                    "share), share <= 1 (similar fixes)",
+        "history-files": f"the similar fixes' files (share >= {_x(h.ADD_MIN_SHARE)}, at most {h.ADD_FILES}) join the "
+                         "candidates with their chunks either list returned at any depth read, on those chunks' own "
+                         "scores",
     }
 
 
 #: Stage name -> what it does (:func:`describe`); every name can be passed to ``disabled``.
 STAGES: dict[str, str] = describe()
-=======
-#: Stage name -> what it does; every name can be passed to ``disabled``.
-STAGES: dict[str, str] = {
-    "query-weights": "dense weight 0.3 instead of 0.5 when the question is one code token",
-    "definitions": "chunks defining a name the question uses gain 3x the top score (x1.5 in a file named so)",
-    "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
-                  "raise that file",
-    "modules": "a pasted issue's Python imports (from a.b.c import x) raise files in and near those modules "
-               "by 0.5x top x the share of the package path they share",
-    "coherence": "each file's best chunk gains 0.2x top score by the file's share of the candidates' score",
-    "path-priors": "tests, compat, examples, docs, changelogs x0.3-0.5 and __init__.py x0.5 unless asked for",
-    "prose": "chunks that are mostly comments or docstrings x(1 - 0.5 x prose share) unless docs are asked for",
-    "copies": "generated amalgamations (singleheader/, single_include/, *amalgamat*) x0.3 unless asked for",
-    "imports": "for a pasted issue, chunks that only import or re-export x0.5 unless its title asks about imports",
-    "roles": "option declarations x(1 - 0.5 x share), test code in implementation files x(1 - 0.7 x share), "
-             "unless asked for",
-    "saturation": "the n-th further chunk of one file is scaled by 0.5^n in the greedy top-k, "
-                  "unless the question names it",
-    "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
-    "history": "files changed by past commits whose messages resemble the question x(1 + share), share <= 1 "
-               "(similar fixes)",
-    "history-files": "the similar fixes' files (share >= 0.5, at most 5) join the candidates with their chunks "
-                     "either list returned at any depth read, on those chunks' own scores",
-}
->>>>>>> loc20
 
 
 class Lookup(Protocol):
