@@ -317,6 +317,29 @@ def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
            "cache (nothing embedded) and answers as before", lost, wrong, GROUP)
 
 
+def test_vectors_the_engine_cannot_score_are_detected_and_healed(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random bytes over the vector file make some vectors NaN in float16 (1 value in 32 is
+    NaN or infinite); the engine scores no such vector, so its dense list comes back short or
+    empty and the shown points, if any, pass their checks. The CI run's "empty results
+    after the heal" was this: no heal had happened. Here every vector is NaN."""
+    commit_a(repo)
+    sync(repo.path)
+    before = {mode: _asked(repo.path, mode) for mode in ("dense", "hybrid")}
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    with open(vectors, "r+b") as fh:
+        fh.write(b"\x00\x7e" * (32 * 1024))  # float16 NaN over every stored vector
+    after = _asked(repo.path, "dense")  # was: no result for any question, exit 0, no word
+    assert after == before["dense"]
+    assert _asked(repo.path, "hybrid") == before["hybrid"]
+    assert _no_aside_left()
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("NaN over every vector in the store's dense vector file (the engine scores none)", "the next ask finds "
+           "its dense list shorter than the branch's points, rebuilds the collection from the cache (nothing "
+           "embedded) and answers as before (was: empty answers, exit 0, no word)", lost, wrong, GROUP)
+
+
 def _break_segment() -> None:
     (payload,) = _segment_files("payload_storage/page_0.dat")
     with open(payload, "r+b") as fh:

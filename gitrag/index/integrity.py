@@ -226,12 +226,13 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
 _MANIFEST_COUNTS: dict[tuple[str, str, str | None, float | None], int] = {}
 
 
-def check_count(ws: Any, branch: Any) -> None:
+def check_count(ws: Any, branch: Any) -> int | None:
     """StoreDamaged when the store shows ``branch`` another number of points than its
-    manifest holds (a query that found fewer results than it asked for runs this: lost
-    points leave no other trace in an answer)."""
+    manifest holds (a query whose dense list came back short runs this, :func:`check_list`:
+    lost points leave no other trace in an answer). Returns that number (None: a sync is
+    writing, nothing checked)."""
     if ws.state.journal():  # a sync is writing (or crashed writing) the store: counts may differ until it commits
-        return
+        return None
     key = (str(ws.state.path), branch.name, branch.indexed_commit, branch.updated_at)
     want = _MANIFEST_COUNTS.get(key)
     if want is None:  # a join over the manifest: once per branch state, not per query
@@ -242,6 +243,23 @@ def check_count(ws: Any, branch: Any) -> None:
     if have != want:
         raise damaged(f"collection {branch.collection}",
                       f"it shows branch {branch.name!r} {have} points, its manifest holds {want}")
+    return want
+
+
+def check_list(ws: Any, branch: Any, listed: int, asked: int, scoped: bool = False) -> None:
+    """A query's dense list, as the store returned it, has ``listed`` hits of the ``asked``
+    (fewer: the branch holds fewer points, or some are lost, or the engine could not score
+    them). StoreDamaged when the store's count of the branch differs from its manifest's
+    (:func:`check_count`), or, for a query without a scope (``scoped``: a path or language
+    filter, whose own count is not known), when the list is shorter than the points the
+    branch holds: an exact scan lists every point it can score, so a point missing from it
+    has vectors the engine cannot score (random bytes over a vector file make NaN cosines,
+    which the engine leaves out: the list came back empty and nothing was shown to check)."""
+    want = check_count(ws, branch)
+    if want is not None and not scoped and listed < min(asked, want):
+        raise damaged(f"collection {branch.collection}",
+                      f"its dense list for branch {branch.name!r} has {listed} points of the {min(asked, want)} "
+                      "it holds: vectors it cannot score")
 
 
 # -- gitrag doctor: the whole store and cache, or a bounded sample ------------------------------
