@@ -9,7 +9,6 @@ without a word, never an internal error (exit 3).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -438,28 +437,3 @@ def test_a_manifest_row_that_is_no_longer_json_is_one_line_and_rebuild_repairs_i
            "it from git and the cache (0 chunks embedded); answers as before (was: exit 3, JSONDecodeError)",
            lost, wrong, GROUP)
 
-
-def test_a_truncated_id_tracker_that_loses_points_is_detected_and_healed(
-        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A truncated ``mutable_id_tracker.versions`` makes the engine lose points without
-    damaging any (the corruption fuzz, seed 7 at 300 trials, in the last session): the
-    points shown pass their checks, and with ``-k 3`` the dense list is full (6 of the 13
-    points), so only the count of the branch's points against its manifest can see it."""
-    commit_a(repo)
-    sync(repo.path)
-
-    def asked() -> list[list[tuple[str, int, float]]]:
-        return [_answers(run("ask", q, "--json", "--no-answer", "--mode", "dense", "-k", "3", "--repo",
-                             str(repo.path))) for q in QUESTIONS]
-
-    before = asked()
-    (versions,) = _segment_files("mutable_id_tracker.versions")
-    os.truncate(versions, versions.stat().st_size // 2)
-    assert asked() == before  # was: answers without the lost points, exit 0, no word
-    assert _no_aside_left()
-    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
-    assert (lost, wrong) == (0, 0)
-    record("a truncated mutable_id_tracker.versions (the engine loses points, damages none)", "the ask's count "
-           "of the branch's points (once per process and branch state) differs from the manifest's: the collection "
-           "is rebuilt from the cache (nothing embedded), answers as before (was: answers without the lost points)",
-           lost, wrong, GROUP)
