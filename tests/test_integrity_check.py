@@ -83,6 +83,10 @@ def test_a_store_payload_gone_bad_is_never_shown(repo: Repo, tmp_path: Path, mon
         assert check_results(ws, coll, "", sorted(got)[:3]) == 3
         if field == SIGNATURE:  # without them (a cache from before they were kept) it reads the store's: they fail
             ws.state.cache.db.execute("DELETE FROM signatures")
+            # this process checked those rows once and keeps their values; a new process reads the store's
+            assert check_results(ws, coll, "", sorted(got)[:3]) == 3
+            ws.close()
+            ws = open_workspace(repo.path)
             with pytest.raises(StoreDamaged, match="fail their signature"):
                 check_results(ws, coll, "", sorted(got)[:3])
     finally:
@@ -122,6 +126,11 @@ def test_the_cache_keeps_each_points_signature_and_drops_a_bad_row(repo: Repo) -
         before = cache.dropped
         cache.db.execute("UPDATE signatures SET sig = zeroblob(48) WHERE point = (SELECT point FROM signatures "
                          "ORDER BY point LIMIT 1)")  # a row gone bad
+        assert cache.get_signatures(sorted(got)) == kept  # this process checked them once: their values, from memory
+        ws.close()
+        ws, coll, got = _records(repo.path)  # a new process reads the rows again
+        cache = ws.state.cache
+        before = cache.dropped
         again = cache.get_signatures(sorted(got))
         assert len(again) == len(got) - 1 and cache.dropped == before + 1
         assert cache.get_signatures(sorted(got)) == again  # dropped, not read again
@@ -135,6 +144,9 @@ def test_the_cache_keeps_each_points_signature_and_drops_a_bad_row(repo: Repo) -
         victim, other = sorted(again)[:2]
         cache.db.execute("UPDATE signatures SET sig = (SELECT sig FROM signatures WHERE point = ?) WHERE point = ?",
                          (uuid.UUID(other).bytes, uuid.UUID(victim).bytes))
+        ws.close()
+        ws, coll, got = _records(repo.path)
+        cache = ws.state.cache
         assert victim not in cache.get_signatures([victim, other]) and other in cache.get_signatures([other])
     finally:
         ws.close()

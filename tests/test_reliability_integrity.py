@@ -317,6 +317,29 @@ def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
            "cache (nothing embedded) and answers as before", lost, wrong, GROUP)
 
 
+def test_vectors_the_engine_cannot_score_are_detected_and_healed(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random bytes over the vector file make some vectors NaN in float16 (1 value in 32 is
+    NaN or infinite); the engine scores no such vector, so its dense list comes back short or
+    empty and the shown points, if any, pass their checks. The CI run's "empty results
+    after the heal" was this: no heal had happened. Here every vector is NaN."""
+    commit_a(repo)
+    sync(repo.path)
+    before = {mode: _asked(repo.path, mode) for mode in ("dense", "hybrid")}
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    with open(vectors, "r+b") as fh:
+        fh.write(b"\x00\x7e" * (32 * 1024))  # float16 NaN over every stored vector
+    after = _asked(repo.path, "dense")  # was: no result for any question, exit 0, no word
+    assert after == before["dense"]
+    assert _asked(repo.path, "hybrid") == before["hybrid"]
+    assert _no_aside_left()
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("NaN over every vector in the store's dense vector file (the engine scores none)", "the next ask finds "
+           "its dense list shorter than the branch's points, rebuilds the collection from the cache (nothing "
+           "embedded) and answers as before (was: empty answers, exit 0, no word)", lost, wrong, GROUP)
+
+
 def _break_segment() -> None:
     (payload,) = _segment_files("payload_storage/page_0.dat")
     with open(payload, "r+b") as fh:
@@ -386,3 +409,31 @@ def test_the_daemon_heals_a_store_it_holds_open(repo: Repo, tmp_path: Path, monk
            "the shown points' vectors failing their signature, rebuilds the collection on its worker thread, "
            "answers as before",
            lost, wrong, GROUP)
+
+
+def test_a_manifest_row_that_is_no_longer_json_is_one_line_and_rebuild_repairs_it(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A byte gone bad inside a manifest payload's text in ``state.db`` (the corruption fuzz,
+    seed 7, trial 59): SQLite's own checks pass; the JSON does not parse."""
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    (state,) = config.data_root().glob("repo-*/state.db")
+    with sqlite3.connect(state) as db:
+        pid, payload = db.execute("SELECT point_id, payload FROM points ORDER BY point_id LIMIT 1").fetchone()
+        db.execute("UPDATE points SET payload = ? WHERE point_id = ?", (payload.replace('"', "'", 3), pid))
+    proc = _ask(repo.path, QUESTIONS[0])  # was: exit 3, JSONDecodeError(...), "please report it"
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert str(state) in lines[0] and "gitrag index --rebuild" in lines[0] and "internal error" not in lines[0]
+    rebuilt = run("index", "--rebuild", "--json", "--repo", str(repo.path))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["chunks_embedded"] == 0
+    assert _asked(repo.path, "hybrid") == before
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a manifest payload in state.db that is no longer JSON (a byte gone bad inside its text)",
+           "exit 1, one line naming state.db and `gitrag index --rebuild`, which sets the state aside and rebuilds "
+           "it from git and the cache (0 chunks embedded); answers as before (was: exit 3, JSONDecodeError)",
+           lost, wrong, GROUP)
+

@@ -143,6 +143,44 @@ def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) ->
     return ok
 
 
+def _check_matrix(where: str, found: list[str], matrix: np.ndarray, terms: list[Any], sigs: list[Any],
+                  query: Any, scores: dict[str, float] | None) -> None:
+    """The per-query check of the points ``found`` (their float32 (n, dim) dense ``matrix``,
+    sparse ``terms`` and expected signatures ``sigs``): the signatures and the engine's
+    cosines in two products over one float64 copy. StoreDamaged naming the first that fails."""
+    if not found:
+        return
+    m = matrix.astype(np.float64)
+    shaped = [isinstance(w, list) and len(w) == 6 and all(isinstance(x, (int, float)) for x in w) and t is not None
+              for w, t in zip(sigs, terms, strict=True)]
+    if m.ndim != 2 or m.shape[1] == 0:
+        raise damaged(where, f"the vectors of point {found[0]} fail their signature")
+    finite = np.isfinite(m).all(axis=1)
+    got = np.column_stack([m @ _projections(m.shape[1]).T.astype(np.float64), np.einsum("ij,ij->i", m, m)])
+    want = np.array([w[:3] if ok else [np.nan] * 3 for w, ok in zip(sigs, shaped, strict=True)], dtype=np.float64)
+    near = (np.abs(got - want) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(want))).all(axis=1)
+    near = (near | _rescaled_near(got, want)) & finite & np.array(shaped)
+    for i, pid in enumerate(found):
+        t, w = terms[i], sigs[i]
+        if not (near[i] and abs(float(sum(t.values)) - w[3]) <= SIG_TOLERANCE * max(1.0, abs(w[3]))
+                and float(sum(t.indices) % 4294967296) == w[4] and float(len(t.indices)) == w[5]):
+            raise damaged(where, f"the vectors of point {pid} fail their signature")
+    if query is None or not scores:
+        return
+    q = np.asarray(query, dtype=np.float64).ravel()
+    rows = [i for i, pid in enumerate(found) if pid in scores]
+    if not rows or q.size != m.shape[1]:
+        return
+    sub = m[rows]
+    norms = np.sqrt(got[rows, 2]) * (np.linalg.norm(q) or 1.0)
+    cosines = (sub @ q) / np.where(norms == 0, 1.0, norms)
+    for i, cosine in zip(rows, cosines.tolist(), strict=True):
+        pid = found[i]
+        if abs(cosine - scores[pid]) > SCORE_TOLERANCE:
+            raise damaged(where, f"point {pid} was scored {scores[pid]:.4f} for a vector whose score is "
+                                 f"{cosine:.4f}: the engine's id map is wrong")
+
+
 def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str], query: Any = None,
                   scores: dict[str, float] | None = None, served: dict[str, dict[str, Any]] | None = None,
                   payloads: bool = False) -> int:
@@ -177,6 +215,17 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
     cache = getattr(getattr(ws, "state", None), "cache", None)
     if not payloads and cache is not None and hasattr(cache, "get_signatures"):
         known = cache.get_signatures([i for i in wanted if i not in served])
+    fast = getattr(ws.store, "vectors", None)
+    if not payloads and fast is not None and all(
+            i in known if i not in served else served[i].get(SIGNATURE) is not None for i in wanted):
+        try:
+            found, matrix, terms = fast(collection, wanted)
+        except ValueError:  # dense vectors of different lengths: the slow path below says which point
+            found = None
+        if found is not None:
+            sigs = [served[p].get(SIGNATURE) if p in served else known[p] for p in found]
+            _check_matrix(where, found, matrix, terms, sigs, query, scores)
+            return len(found)
     if payloads:
         got = records(collection, wanted)
     else:  # the store's signature fields only for points neither shown from the store nor in the cache
@@ -216,12 +265,13 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
 _MANIFEST_COUNTS: dict[tuple[str, str, str | None, float | None], int] = {}
 
 
-def check_count(ws: Any, branch: Any) -> None:
+def check_count(ws: Any, branch: Any) -> int | None:
     """StoreDamaged when the store shows ``branch`` another number of points than its
-    manifest holds (a query that found fewer results than it asked for runs this: lost
-    points leave no other trace in an answer)."""
+    manifest holds (a query whose dense list came back short runs this, :func:`check_list`:
+    lost points leave no other trace in an answer). Returns that number (None: a sync is
+    writing, nothing checked)."""
     if ws.state.journal():  # a sync is writing (or crashed writing) the store: counts may differ until it commits
-        return
+        return None
     key = (str(ws.state.path), branch.name, branch.indexed_commit, branch.updated_at)
     want = _MANIFEST_COUNTS.get(key)
     if want is None:  # a join over the manifest: once per branch state, not per query
@@ -232,6 +282,26 @@ def check_count(ws: Any, branch: Any) -> None:
     if have != want:
         raise damaged(f"collection {branch.collection}",
                       f"it shows branch {branch.name!r} {have} points, its manifest holds {want}")
+    return want
+
+
+def check_list(ws: Any, branch: Any, listed: int, asked: int, scoped: bool = False) -> None:
+    """A query's dense list, as the store returned it, has ``listed`` hits of the ``asked``
+    (fewer: the branch holds fewer points, or some are lost, or the engine could not score
+    them). StoreDamaged when the store's count of the branch differs from its manifest's
+    (:func:`check_count`), or, for a query without a scope (``scoped``: a path or language
+    filter, whose own count is not known), when the list is empty though the branch holds
+    points: any search lists a point it can score, so an empty list means vectors the
+    engine cannot score (random bytes over a vector file make NaN cosines,
+    which the engine leaves out: the list came back empty and nothing was shown to check)."""
+    want = check_count(ws, branch)
+    # only an empty list: an approximate (HNSW) or server-side search may return fewer hits than
+    # asked without any damage, and a heal is too dear to risk on that; a list with hits has them
+    # checked against their signatures (check_results), so only "nothing to check" needs this
+    if want and not scoped and listed == 0:
+        raise damaged(f"collection {branch.collection}",
+                      f"its dense list for branch {branch.name!r} is empty of the {min(asked, want)} points "
+                      "it holds: vectors it cannot score")
 
 
 # -- gitrag doctor: the whole store and cache, or a bounded sample ------------------------------

@@ -164,9 +164,12 @@ def stored_payload(payload: dict[str, Any]) -> str:
                       ensure_ascii=False)
 
 
-def loaded_payload(text: str, path: str, blob: str, chunk_hash: str) -> dict[str, Any]:
-    """The payload of a ``points`` row: its JSON and its path, blob and chunk hash columns."""
-    payload: dict[str, Any] = json.loads(text)
+def loaded_payload(text: str, path: str, blob: str, chunk_hash: str, db: sqlite3.Connection | None = None
+                   ) -> dict[str, Any]:
+    """The payload of a ``points`` row: its JSON and its path, blob and chunk hash columns.
+    With ``db`` (the state it was read from), text that is not a JSON object raises
+    StateError naming that file and the fix (see ``_manifest_json``)."""
+    payload: dict[str, Any] = json.loads(text) if db is None else _manifest_json(text, db)
     payload.setdefault("path", path)
     payload.setdefault("blob", blob)
     payload.setdefault("chunk_hash", chunk_hash)
@@ -317,12 +320,16 @@ class State:
         self._inode = os.stat(self.path).st_ino
 
     def _move_aside_if_damaged(self) -> None:
-        """``index --rebuild``: a state SQLite finds damaged (``PRAGMA quick_check``) is moved
+        """``index --rebuild``: a state SQLite finds damaged (``PRAGMA quick_check``), or with a
+        manifest payload that is not JSON, is moved
         to ``state.db.damaged`` and an empty one takes its place (``reset_from`` = "damaged":
         the collections are dropped and rebuilt from git and the vector cache)."""
         try:
             row = self.db.execute("PRAGMA quick_check").fetchone()
             bad = row is None or row[0] != "ok"
+            if not bad and self.db.execute("SELECT count(*) FROM sqlite_master WHERE name='points'").fetchone()[0]:
+                # a byte gone bad inside a payload's text passes SQLite's checks: the JSON's own
+                bad = self.db.execute("SELECT 1 FROM points WHERE NOT json_valid(payload) LIMIT 1").fetchone() is not None
         except sqlite3.DatabaseError as exc:
             bad, row = True, (str(exc),)
         if not bad:
@@ -490,11 +497,11 @@ class State:
         """The manifest of ``branch``: its points (of every path, or of ``paths``)."""
         if paths is None:
             rows = self.db.execute(_BRANCH_POINTS, (branch,))
-            return [PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2])) for r in rows]
+            return [PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2], self.db)) for r in rows]
         out: list[PointRow] = []
         for path in paths:
             rows = self.db.execute(_BRANCH_POINTS + " AND f.path = ?", (branch, path))
-            out.extend(PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2])) for r in rows)
+            out.extend(PointRow(r[0], r[1], r[2], loaded_payload(r[3], r[1], r[4], r[2], self.db)) for r in rows)
         return out
 
     def payloads(self, point_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -507,7 +514,7 @@ class State:
             part = ids[i : i + 500]
             rows = self.db.execute(f"SELECT point_id, payload, path, blob, chunk_hash FROM points WHERE point_id IN "
                                    f"({','.join('?' * len(part))})", part)
-            out.update((r[0], loaded_payload(r[1], r[2], r[3], r[4])) for r in rows)
+            out.update((r[0], loaded_payload(r[1], r[2], r[3], r[4], self.db)) for r in rows)
         return out
 
     def point_ids(self, branch: str, paths: Iterable[str]) -> set[str]:
@@ -845,6 +852,20 @@ def _commit_paths(
     )
 
 
+def _manifest_json(text: str, db: sqlite3.Connection) -> dict[str, Any]:
+    """A manifest row's payload; StateError naming the file and the fix when its bytes are not
+    a JSON object (a byte gone bad inside the text: SQLite's own checks pass)."""
+    try:
+        payload = json.loads(text)
+    except (ValueError, TypeError):
+        payload = None
+    if not isinstance(payload, dict):
+        row = db.execute("PRAGMA database_list").fetchone()
+        raise StateError(f"the index state {row[2] if row else 'state.db'} is damaged (a manifest row is not JSON): "
+                         "run `gitrag index --rebuild`")
+    return payload
+
+
 def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) -> dict[str, Member]:
     found: dict[str, tuple[PointRow, set[str]]] = {}
 
@@ -852,7 +873,7 @@ def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) 
         for pid, path, chunk_hash, payload, blob, branch in rows:
             have = found.get(pid)
             if have is None:
-                found[pid] = (PointRow(pid, path, chunk_hash, loaded_payload(payload, path, blob, chunk_hash)), {branch})
+                found[pid] = (PointRow(pid, path, chunk_hash, loaded_payload(payload, path, blob, chunk_hash, db)), {branch})
             else:
                 have[1].add(branch)
 

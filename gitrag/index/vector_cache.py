@@ -60,6 +60,7 @@ log = structlog.get_logger("gitrag.index.vector_cache")
 FORMAT = "2"
 DTYPE = np.float16  # how dense vectors are kept
 _PART = 500  # keys per SELECT ... IN (...)
+SIGNATURES_MEMO = 1_000_000  # checked signature rows a process keeps (~150 bytes each)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -186,6 +187,9 @@ class VectorCache:
         self.moved_aside: Path | None = None
         self.signed = False  # whether the signatures table is there
         self._fps: dict[str, int] = {}
+        # signature rows whose digest held, by point id: read once per process (a point id is
+        # bound to its content, so its signature never changes; the memo holds checked values)
+        self._verified: dict[str, list[float]] = {}
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -431,9 +435,18 @@ class VectorCache:
     # -- vector signatures of points ---------------------------------------------------------
     def get_signatures(self, point_ids: Iterable[str]) -> dict[str, list[float]]:
         """{point id: its ``vsig``} of the ``point_ids`` that have a row whose digest holds; a
-        row that fails is deleted and counted (:attr:`dropped`), a miss."""
-        unique = list(dict.fromkeys(point_ids))
+        row that fails is deleted and counted (:attr:`dropped`), a miss. A row is read and its
+        digest checked the first time this process asks for it; after that its checked value
+        comes from memory (up to SIGNATURES_MEMO points)."""
+        memo = self._verified
         out: dict[str, list[float]] = {}
+        unique = []
+        for p in dict.fromkeys(point_ids):
+            sig = memo.get(p)
+            if sig is None:
+                unique.append(p)
+            else:
+                out[p] = sig
         if not unique or not self.signed:
             return out
         keys = {_point_key(p): p for p in unique}
@@ -449,7 +462,9 @@ class VectorCache:
                             or digest(pid, _SIG_CONTEXT, sig) != dig):
                         bad.append(raw)
                         continue
-                    out[pid] = list(_SIG.unpack(sig))
+                    out[pid] = memo[pid] = list(_SIG.unpack(sig))
+        if len(memo) > SIGNATURES_MEMO:
+            memo.clear()
         if bad:
             self._drop_signatures(bad)
         return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.index import sparse, symbols
-from gitrag.index.integrity import check_count, check_results
+from gitrag.index.integrity import check_list, check_results
 from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import Workspace
 from gitrag.query import callees, ranking, worktree
@@ -113,12 +113,15 @@ def search(
     want = 2 * k if merge else k  # merging pieces frees places
     scores: dict[str, float] = {}  # the engine's cosines, checked against the points' vectors
     served: dict[str, dict[str, Any]] | None = None  # the store payloads shown (the ranked search shows the state's)
+    listed: list[tuple[int, int]] = []  # (dense hits the store returned, asked for): a short list is checked
     if mode == "hybrid" and rerank_results and (terms is not None or query.identifiers or query.capitalised):
-        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores, overlay)
+        results = _ranked(ws, branch.name, query, dense, terms, want, scope, off, scores, overlay, listed)
     else:
         more = overlay.extra_depth if overlay is not None else 0
         hits = ws.store.search(coll, dense=dense, sparse=terms, limit=want + more, prefetch=max(PREFETCH, want) + more,
                                scope=scope, branch=branch.view)
+        if dense is not None and terms is None:
+            listed.append((len(hits), want + more))
         if overlay is not None:
             hits = overlay.drop(hits)[:want]
         if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
@@ -136,8 +139,8 @@ def search(
     # digests (StoreDamaged); the work tree's chunks are not in the store: nothing there to check
     check_results(ws, coll, branch.fingerprint, (r.point_id for r in results if r.source != "worktree"), dense,
                   scores, served)
-    if len(results) < k and 0 < len(scores) < want:  # the store had fewer points than asked for: are some lost?
-        check_count(ws, branch)
+    if listed and listed[0][0] < listed[0][1]:  # the store's dense list came back short (or empty): lost points,
+        check_list(ws, branch, *listed[0], scoped=scope is not None)  # or vectors it cannot score?
     if snippets:
         for r in results:
             r.snippet = read_snippet(ws, r, overlay)
@@ -165,12 +168,14 @@ def _stable(r: Result) -> tuple[float, str, int, str]:
 def _ranked(
     ws: Workspace, branch: str, query: ranking.Query, dense: Any, terms: Any, k: int, scope: SearchFilter | None,
     off: frozenset[str], dense_scores: dict[str, float] | None = None, overlay: worktree.Overlay | None = None,
+    listed: list[tuple[int, int]] | None = None,
 ) -> list[Result]:
     """The dense and the sparse list, fetched separately, through gitrag.query.ranking.
 
     Each list is read ``SCORE_DEPTH`` deep without payloads (ids and scores); only the
     candidates, each list's top ``PREFETCH``, get theirs, in one request by id.
-    ``dense_scores`` gets the dense list's {id: cosine} (for gitrag.index.integrity)."""
+    ``dense_scores`` gets the dense list's {id: cosine} and ``listed`` its (length, depth
+    asked) as the store returned it (for gitrag.index.integrity)."""
     row = ws.state.branch(branch)
     coll, view = row.collection, row.view
     top = max(PREFETCH, k)
@@ -180,6 +185,8 @@ def _ranked(
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms else []
+    if listed is not None and dense is not None:
+        listed.append((len(dense_hits), read))
     lookup: Any = _Lookup(ws, branch, scope)
     # the candidates' payloads from the state's manifest rows (the store's, less membership):
     # SQLite primary-key lookups instead of the store's retrieve (BENCHMARKS.md, "Scale")

@@ -563,6 +563,25 @@ class EdgeStore:
                                          sparse)
         return out
 
+    def vectors(self, name: str, ids: list[str]) -> tuple[list[str], np.ndarray, list[SparseVec | None]]:
+        """(point ids found, float32 (n, dim) dense vectors in that order, their sparse vectors)
+        of the points ``ids``, in one ``retrieve`` without payloads: the per-query check's read
+        (gitrag.index.integrity), one array conversion for all of them. ValueError when the
+        dense vectors differ in length (the check then reads :meth:`records`)."""
+        if not ids:
+            return [], np.zeros((0, 0), dtype=np.float32), []
+        found, dense, sparse = [], [], []
+        with self._lock:
+            shard = self._shard(name)
+            with checked(f"collection {self.root}/{name}"):
+                for r in shard.retrieve(list(ids), False, True):
+                    vectors = r.vector or {}
+                    sp = vectors.get(SPARSE)
+                    found.append(str_id(r.id))
+                    dense.append(vectors.get(DENSE, ()))
+                    sparse.append(SparseVec(sp.indices, sp.values) if sp is not None else None)
+        return found, np.array(dense, dtype=np.float32), sparse
+
     def move_aside(self, name: str) -> Path | None:
         """Close the collection and rename its folder to ``<name>.damaged-<n>`` (under its
         lock, so no other process has it open); returns that path (None: no folder)."""
