@@ -2,7 +2,7 @@
 repositories that no longer exist) goes on when a SQLite write fails, and the message says
 what gc did and could not do. The full disk is real: the gc process runs with
 RLIMIT_FSIZE (a write that grows a file fails with EFBIG, SQLite's "disk I/O error"),
-deletions are not writes."""
+deletions are not writes; and a real tmpfs filled to its last byte."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from gitrag import config
 from gitrag.git.repo import GitRepo
@@ -91,3 +93,41 @@ def test_a_full_pass_whose_database_writes_fail_still_deletes_files(repo: Repo, 
     failed = {e["step"]: e for e in out["errors"]}
     assert "cache" in failed and failed["cache"]["disk_full"], out
     assert "gitrag index" not in failed["cache"]["error"]
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of its own (needs root, as in CI); skipped with the reason elsewhere."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_gc_on_a_really_full_tmpfs_frees_the_space_of_gone_repositories(
+        repo: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
+    gone = _prepare(repo, tmp_path)
+    st = os.statvfs(disk)
+    with open(disk / "ballast", "wb") as fh:  # not a byte left
+        os.posix_fallocate(fh.fileno(), 0, st.f_bavail * st.f_frsize)
+    result = subprocess.run([sys.executable, "-m", "gitrag", "gc", "--repo", str(repo.path), "--json"],
+                            env=dict(os.environ), capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=120, check=False)
+    assert not gone.exists(), "gc kept the data of a repository that no longer exists"
+    assert result.returncode == 1, result.stderr
+    out = json.loads(result.stdout)
+    assert len(out["repositories_dropped"]) == 1
+    assert [(e["step"], e["disk_full"]) for e in out["errors"]] == [("open", True)]
+    assert "gitrag index" not in out["errors"][0]["error"]
+    (disk / "ballast").unlink()  # space again: gc finishes
+    again = subprocess.run([sys.executable, "-m", "gitrag", "gc", "--repo", str(repo.path), "--json"],
+                           env=dict(os.environ), capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["errors"] == []
