@@ -167,6 +167,21 @@ def full_pass(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[
     return result
 
 
+def unopened_pass(exc: BaseException) -> dict[str, Any]:
+    """gc when the repository's state cannot be opened (``exc``, a full disk): only what needs
+    no database write, the data folders of repositories that no longer exist; the result has
+    :func:`full_pass`'s fields, ``errors`` starting with step ``open`` (the bytes are 0: not
+    measured)."""
+    result: dict[str, Any] = {"deleted": [], "dropped": [], "registrations_pruned": [], "repositories_dropped": [],
+                              "vectors_deleted": 0, "sparse_deleted": 0, "bytes_before": 0, "bytes_after": 0,
+                              "errors": [{"step": "open", "error": step_error(exc), "disk_full": disk_full(exc)}]}
+    try:
+        result["repositories_dropped"] = drop_gone_repositories(None)
+    except OSError as err:
+        result["errors"].append({"step": "repositories_dropped", "error": step_error(err), "disk_full": disk_full(err)})
+    return result
+
+
 def disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` is a write refused for want of space (or an I/O error, its usual face)."""
     if isinstance(exc, DiskFull):
