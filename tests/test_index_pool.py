@@ -4,6 +4,7 @@ summary, with files the policy skips by path, by size and by content among them.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,45 @@ def test_killing_the_index_takes_its_workers_with_it(repo: Repo, tmp_path: Path)
         for p in {**helpers, **_children(proc.pid)}:
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+_ORPHAN = """
+import os, sys, time
+sys.platform = "elsewhere"  # no PR_SET_PDEATHSIG: the portable watch alone
+from gitrag.index.pool import _die_with_parent
+_die_with_parent(os.getppid())
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_without_pdeathsig_a_worker_still_sees_its_parent_die(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                               f"c = subprocess.Popen([sys.executable, '-c', {_ORPHAN!r}], stdout=open({str(ready)!r}, 'w'))\n"
+                               "print(c.pid, flush=True)\ntime.sleep(120)\n"], stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "ready" not in (ready.read_text() if ready.exists() else ""):
+            time.sleep(0.05)
+        assert _alive(child) and "ready" in ready.read_text()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 2 + 4 * index_pool.PARENT_POLL_S
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child), "the worker outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)
