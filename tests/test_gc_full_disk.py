@@ -131,3 +131,28 @@ def test_gc_on_a_really_full_tmpfs_frees_the_space_of_gone_repositories(
                            env=dict(os.environ), capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["errors"] == []
+
+
+def test_gc_through_the_daemon_on_a_full_tmpfs_still_drops_gone_repositories(
+        repo: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.daemonutil import stop_daemon
+    from tests.reliability import start_daemon
+
+    monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
+    gone = _prepare(repo, tmp_path)
+    daemon = start_daemon()
+    try:
+        st = os.statvfs(disk)
+        with open(disk / "ballast", "wb") as fh:  # not a byte left
+            os.posix_fallocate(fh.fileno(), 0, st.f_bavail * st.f_frsize)
+        result = subprocess.run([sys.executable, "-m", "gitrag", "gc", "--repo", str(repo.path), "--json"],
+                                env=dict(os.environ), capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                timeout=120, check=False)
+        assert not gone.exists(), ("gc kept the data of a repository that no longer exists", result.stderr)
+        out = json.loads(result.stdout)
+        assert len(out["repositories_dropped"]) == 1
+        assert result.returncode == (1 if out["errors"] else 0)
+        assert all(e["disk_full"] and "gitrag index" not in e["error"] for e in out["errors"]), out["errors"]
+    finally:
+        (disk / "ballast").unlink(missing_ok=True)
+        assert stop_daemon(daemon) == 0
