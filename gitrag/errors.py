@@ -26,6 +26,7 @@ The tree (tests/test_errors.py checks that it is the classes' own)::
     │   │   ├── StoreHeld
     │   │   └── TeamPartsGone
     │   ├── StateError
+    │   │   └── DiskFull
     │   ├── NotIndexed
     │   ├── NotFound
     │   ├── UnknownRevision         questions and answers
@@ -123,6 +124,16 @@ class StoreHeld(StoreError):
 
 class StateError(GitragError):
     """The SQLite state is missing, corrupt or from an incompatible gitrag version."""
+
+
+class DiskFull(StateError):
+    """SQLite could not write ``path`` ("database or disk is full", "disk I/O error"):
+    ``cause`` is SQLite's words. Typed, so ``gitrag gc`` (which frees space) can say what it
+    did and could not do instead of the indexer's advice."""
+
+    def __init__(self, message: str, path: str = "", cause: str = "") -> None:
+        super().__init__(message)
+        self.path, self.cause = path, cause
 
 
 class NotIndexed(GitragError):

@@ -263,3 +263,47 @@ def test_files_of_similar_fixes_join_the_candidates_on_their_own_chunks_scores()
     assert {k: cands[k].score for k in before} == before
     assert "d" not in cands
     assert cands["c"].score == pytest.approx(0.5 * 0.5 + 0.5 * 0.0)
+
+
+def _unmount_history(project: Repo, tmp_path: Path) -> tuple[Path, Path]:
+    """Move the indexed history.db onto a "volume" (a folder) it links to, then take the
+    volume away: opening it fails with "unable to open database file", a healthy file."""
+    data = _data_dir(project)
+    volume, gone = tmp_path / "volume", tmp_path / "volume-unmounted"
+    volume.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        src = data / f"history.db{suffix}"
+        if src.exists():
+            src.rename(volume / src.name)
+    (data / "history.db").symlink_to(volume / "history.db")
+    volume.rename(gone)
+    return volume, gone
+
+
+def test_a_history_that_cannot_be_opened_is_kept_and_named_not_discarded(project: Repo, tmp_path: Path) -> None:
+    index(project.path)
+    before = _history(project)
+    volume, gone = _unmount_history(project, tmp_path)
+    link = _data_dir(project) / "history.db"
+    result = CliRunner().invoke(cli, ["log", "line range", "--repo", str(project.path)])
+    assert result.exit_code == 1
+    assert "cannot open" in result.output and "history.db" in result.output
+    assert "unable to open database file" in result.output and "damaged" not in result.output
+    # a sync goes on without its history, and replaces nothing
+    index(project.path)
+    assert link.is_symlink()
+    gone.rename(volume)  # mounted again: the same history, whole
+    assert _history(project) == before
+    assert _log(project, "line range")["commits_indexed"] == 4
+
+
+def test_a_history_db_that_is_not_a_database_is_discarded_and_read_again(project: Repo) -> None:
+    index(project.path)
+    path = _data_dir(project) / "history.db"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"this is not a database at all" * 200)
+    result = CliRunner().invoke(cli, ["log", "line range", "--repo", str(project.path)])
+    assert result.exit_code == 1 and "damaged" in result.output
+    index(project.path)
+    assert _history(project) == _git_log(project)

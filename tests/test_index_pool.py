@@ -4,6 +4,7 @@ summary, with files the policy skips by path, by size and by content among them.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,119 @@ def test_a_sync_of_many_batches_optimizes_the_store_once(repo: Repo, monkeypatch
         repo.commit("one file")
         Indexer(ws).sync()
         assert calls == ["flush", "optimize"]
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The live (not zombie) processes whose parent is ``pid``: {pid: command line}."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            out[int(entry.name)] = cmd
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_killing_the_index_takes_its_workers_with_it(repo: Repo, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    for i in range(index_pool.POOL_MIN_FILES + 200):  # enough paths for the pool
+        repo.write(f"pkg/m{i:04}.py", "".join(f"def f_{i}_{j}(x):\n    return x + {j}\n\n\n" for j in range(20)))
+    repo.commit("many files")
+    env = {**os.environ, "GITRAG_INDEX_WORKERS": "2", "GITRAG_EMBEDDER": "hash"}
+    proc = subprocess.Popen([sys.executable, "-m", "gitrag", "index", "--repo", str(repo.path)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ended: list[str] = []
+    helpers: dict[int, str] = {}
+    readers = [threading.Thread(target=lambda s=s, n=n: (s.read(), ended.append(n)), daemon=True)
+               for n, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for t in readers:
+        t.start()
+    try:
+        deadline = time.monotonic() + 120
+        workers: dict[int, str] = {}
+        while time.monotonic() < deadline and proc.poll() is None:
+            workers = {p: c for p, c in _children(proc.pid).items() if "spawn_main" in c}
+            if len(workers) >= 2:
+                break
+            time.sleep(0.05)
+        assert len(workers) >= 2, "the pool's workers never started"
+        helpers.update({**_children(proc.pid), **workers})  # the workers and multiprocessing's resource tracker
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in helpers):
+            time.sleep(0.05)
+        left = {p: c for p, c in helpers.items() if _alive(p)}
+        assert not left, f"still running after their parent was killed: {left}"
+        for t in readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert sorted(ended) == ["stderr", "stdout"], "a worker kept the command's output open"
+    finally:  # the old code's strays, and all of it when the test failed early
+        if proc.poll() is None:
+            proc.kill()
+        for p in {**helpers, **_children(proc.pid)}:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+_ORPHAN = """
+import os, sys, time
+sys.platform = "elsewhere"  # no PR_SET_PDEATHSIG: the portable watch alone
+from gitrag.index.pool import _die_with_parent
+_die_with_parent(os.getppid())
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_without_pdeathsig_a_worker_still_sees_its_parent_die(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                               f"c = subprocess.Popen([sys.executable, '-c', {_ORPHAN!r}], stdout=open({str(ready)!r}, 'w'))\n"
+                               "print(c.pid, flush=True)\ntime.sleep(120)\n"], stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "ready" not in (ready.read_text() if ready.exists() else ""):
+            time.sleep(0.05)
+        assert _alive(child) and "ready" in ready.read_text()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 2 + 4 * index_pool.PARENT_POLL_S
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child), "the worker outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -22,7 +22,9 @@ Scheduled pass (:func:`scheduled_pass`), every ``gc_s`` in the daemon:
 
 from __future__ import annotations
 
+import errno
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import structlog
 
 from gitrag import config, identity
 from gitrag.daemon import registry
-from gitrag.errors import GitragError
+from gitrag.errors import DiskFull, GitragError
 from gitrag.git.repo import DETACHED, GitRepo
 from gitrag.index import sparse
 from gitrag.index.indexer import forget_branch, release_branch
@@ -112,16 +114,18 @@ def disk_bytes(ws: Workspace) -> int:
     return sum(ws.store.size_bytes(n) for n in names if ws.store.has_collection(n)) + ws.state.size_bytes()
 
 
-def drop_gone_repositories(ws: Workspace) -> list[str]:
+def drop_gone_repositories(ws: Workspace | None) -> list[str]:
     """Delete the data folders (and server collections) of repositories that no longer exist
     (see :func:`gitrag.identity.gone_folders`: a git dir missing is given ``branch_ttl_days``
     before its data goes, so a repository moved while nothing ran keeps its index); returns
-    the git dirs they served."""
+    the git dirs they served. Deleting files needs no SQLite write, so this runs on a full
+    disk too; ``ws`` None (its state could not be opened): the local folders only."""
     dropped = []
-    for folder in identity.gone_folders(config.data_root(), grace_s=ws.settings.branch_ttl_days * 86400):
-        if folder == ws.data_dir:
+    ttl_days = (ws.settings if ws is not None else config.load_settings()).branch_ttl_days
+    for folder in identity.gone_folders(config.data_root(), grace_s=ttl_days * 86400):
+        if ws is not None and folder == ws.data_dir:
             continue
-        if ws.store.kind == "server":
+        if ws is not None and ws.store.kind == "server":
             prefix = f"g{identity.repo_id_of(folder)}_"
             for name in ws.store.list_collections():
                 if name.startswith(prefix):
@@ -133,13 +137,65 @@ def drop_gone_repositories(ws: Workspace) -> list[str]:
 
 def full_pass(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[str, Any]:
     """One full pass; returns ``{"deleted", "dropped", "vectors_deleted", "sparse_deleted",
-    "repositories_dropped", "registrations_pruned", "bytes_before", "bytes_after"}`` (bytes
-    on disk of the repository's collections and state; ``registrations_pruned``: the
-    registry's ``[{"repo", "moved_to"}]`` changes, ``moved_to`` None for a dropped entry)."""
-    before = disk_bytes(ws)
-    result: dict[str, Any] = {"deleted": drop_deleted(ws), "dropped": drop_expired(ws, checked_out)}
-    result["registrations_pruned"] = registry.prune() if cache else []
-    result["repositories_dropped"] = drop_gone_repositories(ws) if cache else []
-    vectors, sparse_rows = ws.state.gc_cache(sparse.VERSION, other_states(ws)) if cache else (0, 0)
-    result.update(vectors_deleted=vectors, sparse_deleted=sparse_rows, bytes_before=before, bytes_after=disk_bytes(ws))
+    "repositories_dropped", "registrations_pruned", "bytes_before", "bytes_after", "errors"}``
+    (bytes on disk of the repository's collections and state; ``registrations_pruned``: the
+    registry's ``[{"repo", "moved_to"}]`` changes, ``moved_to`` None for a dropped entry).
+
+    Each step runs whatever the others did: the folders of gone repositories are deleted
+    first (no SQLite write: it works on a full disk and frees space for the rest), and a step
+    that fails (a full disk, an I/O error) is one entry of ``errors``, ``[{"step", "error",
+    "disk_full"}]``, and leaves its fields at their empty value."""
+    result: dict[str, Any] = {"deleted": [], "dropped": [], "registrations_pruned": [], "repositories_dropped": [],
+                              "vectors_deleted": 0, "sparse_deleted": 0, "errors": []}
+    result["bytes_before"] = disk_bytes(ws)
+
+    def step(name: str, run: Any) -> Any:
+        try:
+            return run()
+        except (GitragError, sqlite3.Error, OSError) as exc:
+            log.warning("gc step failed", step=name, error=str(exc))
+            result["errors"].append({"step": name, "error": step_error(exc), "disk_full": disk_full(exc)})
+            return None
+
+    if cache:
+        result["repositories_dropped"] = step("repositories_dropped", lambda: drop_gone_repositories(ws)) or []
+    result["deleted"] = step("deleted", lambda: drop_deleted(ws)) or []
+    result["dropped"] = step("dropped", lambda: drop_expired(ws, checked_out)) or []
+    if cache:
+        result["registrations_pruned"] = step("registrations_pruned", registry.prune) or []
+        vectors, sparse_rows = step("cache", lambda: ws.state.gc_cache(sparse.VERSION, other_states(ws))) or (0, 0)
+        result.update(vectors_deleted=vectors, sparse_deleted=sparse_rows)
+    result["bytes_after"] = disk_bytes(ws)
     return result
+
+
+def unopened_pass(exc: BaseException) -> dict[str, Any]:
+    """gc when the repository's state cannot be opened (``exc``, a full disk): only what needs
+    no database write, the data folders of repositories that no longer exist; the result has
+    :func:`full_pass`'s fields, ``errors`` starting with step ``open`` (the bytes are 0: not
+    measured)."""
+    result: dict[str, Any] = {"deleted": [], "dropped": [], "registrations_pruned": [], "repositories_dropped": [],
+                              "vectors_deleted": 0, "sparse_deleted": 0, "bytes_before": 0, "bytes_after": 0,
+                              "errors": [{"step": "open", "error": step_error(exc), "disk_full": disk_full(exc)}]}
+    try:
+        result["repositories_dropped"] = drop_gone_repositories(None)
+    except OSError as err:
+        result["errors"].append({"step": "repositories_dropped", "error": step_error(err), "disk_full": disk_full(err)})
+    return result
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write refused for want of space (or an I/O error, its usual face)."""
+    if isinstance(exc, DiskFull):
+        return True
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and ("full" in str(exc) or "disk I/O" in str(exc))
+
+
+def step_error(exc: BaseException) -> str:
+    """A failed gc step's cause in one line, without the indexer's "run `gitrag index`"
+    advice (gc is what frees space; the command says what to do)."""
+    if isinstance(exc, DiskFull) and exc.path:
+        return f"cannot write {exc.path} ({exc.cause})"
+    return str(exc).strip() or type(exc).__name__

@@ -325,7 +325,12 @@ class Service:
         worker, root = self.worker_for(repo)
 
         def run() -> dict[str, Any]:
-            ws = worker.workspace(root)
+            try:
+                ws = worker.workspace(root)
+            except GitragError as exc:  # a full disk: still free what needs no database write
+                if not index_gc.disk_full(exc):
+                    raise
+                return index_gc.unopened_pass(exc)
             checked_out = {worker.workspace(p).repo.branch() for p in worktrees(ws.repo.common_dir)}
             return index_gc.full_pass(ws, checked_out)
 

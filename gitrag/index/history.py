@@ -42,10 +42,12 @@ from typing import TYPE_CHECKING
 import pygit2
 import structlog
 
+from gitrag.errors import StateError
 from gitrag.git import log as gitlog
 from gitrag.git.log import CommitInfo, FileChange
 from gitrag.git.repo import GitRepo
 from gitrag.index import sparse
+from gitrag.index.vector_cache import is_malformed
 
 if TYPE_CHECKING:
     from gitrag.index.workspace import Workspace
@@ -142,13 +144,18 @@ class HistoryIndex:
 
     def __init__(self, data_dir: Path) -> None:
         """Open (or create) ``<data_dir>/history.db``. One of another format is derived data:
-        it is deleted and rebuilt by the next syncs."""
+        it is deleted and rebuilt by the next syncs; so is a damaged one (:func:`is_damage`).
+        Raises StateError, deleting nothing, when the file cannot be opened (a read-only or
+        unmounted folder, an I/O error): its history may be healthy."""
         self.path = Path(data_dir) / "history.db"
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.db = self._open()
             row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-        except sqlite3.DatabaseError as exc:  # not a database any more: derived data, start again
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if not is_damage(exc):
+                raise unavailable(self.path, exc) from None
+            # not a database any more: derived data, start again
             log.warning("history.db is damaged: started again (the next syncs read the history anew)",
                         path=str(self.path), error=str(exc))
             row = None
@@ -424,9 +431,27 @@ class HistoryIndex:
         return [_commit(r) for r in self.db.execute(sql, args)]
 
 
-#: what a damaged ``history.db`` raises on read: SQLite's own errors, and rows whose JSON or
-#: fields no longer decode (a flipped byte inside a row)
+#: what a damaged ``history.db`` may raise on read: SQLite's own errors, and rows whose JSON or
+#: fields no longer decode (a flipped byte inside a row); :func:`is_damage` tells which are damage
 DAMAGE = (sqlite3.DatabaseError, ValueError, TypeError, IndexError, AttributeError)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """True when ``exc`` says ``history.db`` itself is damaged, so discarding it loses nothing
+    git cannot give again: SQLite's "file is not a database" / "database disk image is
+    malformed" (:func:`gitrag.index.vector_cache.is_malformed`) or a row that no longer
+    decodes. False for "unable to open database file", "disk I/O error", a read-only or
+    locked database, a full disk: the file may be healthy and must be kept."""
+    if isinstance(exc, sqlite3.DatabaseError):
+        return is_malformed(exc)
+    return isinstance(exc, DAMAGE) and not isinstance(exc, OSError)
+
+
+def unavailable(path: Path, exc: BaseException) -> StateError:
+    """The one-line error for a ``history.db`` that cannot be opened or read (not damage)."""
+    cause = str(exc).strip() or type(exc).__name__
+    return StateError(f"cannot open {path} ({cause}): nothing was deleted; check that its folder is "
+                      "mounted, readable and writable, then run the command again")
 
 
 def discard(data_dir: Path) -> None:
@@ -470,7 +495,7 @@ def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | Non
         return summary
     except Exception as exc:  # noqa: BLE001 - a full disk, a corrupt history.db: the code index goes on
         log.warning("history update failed", branch=branch, error=repr(exc))
-        if isinstance(exc, DAMAGE):  # derived from git alone: the next sync reads it anew
+        if is_damage(exc):  # derived from git alone: the next sync reads it anew
             discard(ws.data_dir)
         return None
 

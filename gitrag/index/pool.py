@@ -16,12 +16,22 @@ start, a broken process) falls back to the in-process path for the files left.
 Workers are started with ``spawn`` (the daemon runs threads: forking it is unsafe), open
 the repository, the embedder and the cache (read-only) once, and at most ``AHEAD`` files
 per worker are in flight, so memory stays flat whatever the repository's size.
+
+Workers never outlive the process that started them (a killed ``gitrag index``, a daemon
+killed during a first index): on Linux the kernel kills them when it dies
+(``prctl(PR_SET_PDEATHSIG)``), elsewhere a thread in each worker sees its parent change and
+exits; and their stdout/stderr are ``/dev/null``, so a caller waiting for the command's
+output to end is never held by a worker.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -85,9 +95,48 @@ class FileResult:
 # -- the worker side -----------------------------------------------------------------------
 
 _worker: dict[str, Any] = {}
+PARENT_POLL_S = 0.5  # how often a worker without PR_SET_PDEATHSIG looks for its parent
 
 
-def _init(repo_path: str, settings: Settings, cache_path: str, variant: str, fingerprint: str) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Make this worker exit when process ``parent`` dies: PR_SET_PDEATHSIG (Linux; SIGKILL
+    when the parent goes), and on every system a daemon thread that polls ``os.getppid()``
+    (a worker is re-parented when its parent dies) every PARENT_POLL_S seconds."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no libc prctl: the thread below does it
+            pass
+    if os.getppid() != parent:  # it died before the line above: go now
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gitrag-parent-watch", daemon=True).start()
+
+
+def _detach_output() -> None:
+    """Point this worker's stdout and stderr at /dev/null: it reports through its results,
+    and an inherited pipe would keep the caller of the command waiting for its end."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in (1, 2):
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+def _init(repo_path: str, settings: Settings, cache_path: str, variant: str, fingerprint: str,
+          parent: int | None = None) -> None:
+    if parent is not None:
+        _die_with_parent(parent)
+        _detach_output()
     from gitrag.git.repo import GitRepo
     from gitrag.index.embedders import create
 
@@ -182,7 +231,8 @@ class Pool:
         self.size = size or workers()
         self._pool = ProcessPoolExecutor(self.size, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_init,
-                                         initargs=(repo_path, settings, cache_path, variant, fingerprint))
+                                         initargs=(repo_path, settings, cache_path, variant, fingerprint,
+                                                   os.getpid()))
 
     def results(self, works: Iterator[FileWork]) -> Iterator[tuple[FileWork, Future[FileResult]]]:
         """(work, future) in input order, at most ``AHEAD`` per worker submitted ahead."""

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from gitrag.errors import StateError
+from gitrag.errors import DiskFull, StateError
 from gitrag.index.records import BranchView, SparseVec
 from gitrag.index.vector_cache import VectorCache, is_malformed
 
@@ -267,11 +267,11 @@ def _disk_errors(path: Path) -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         if "full" in str(exc):
-            raise StateError(f"the disk holding {path.parent} is full ({exc}): "
-                             "free space and run `gitrag index` again") from None
+            raise DiskFull(f"the disk holding {path.parent} is full ({exc}): "
+                           "free space and run `gitrag index` again", str(path), str(exc)) from None
         if "disk I/O" in str(exc):
-            raise StateError(f"cannot write {path} ({exc}): is the disk full? "
-                             "free space and run `gitrag index` again") from None
+            raise DiskFull(f"cannot write {path} ({exc}): is the disk full? "
+                           "free space and run `gitrag index` again", str(path), str(exc)) from None
         raise
 
 

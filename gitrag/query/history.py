@@ -33,14 +33,18 @@ def similar_files(ws: Workspace, branch: str, text: str, term_weights: dict[str,
     terms = None
     if term_weights:
         terms = [t for t, _ in sorted(term_weights.items(), key=lambda kv: -kv[1])[:MAX_QUERY_TERMS]]
-    from gitrag.index.history import DAMAGE, discard
+    from gitrag.errors import StateError
+    from gitrag.index.history import DAMAGE, discard, is_damage
 
     try:
         with open_index(ws) as hist:
             commits = hist.search(branch, text, k=hp.SIMILAR_COMMITS, max_files=hp.MAX_FIX_FILES, terms=terms,
                                   max_share=hp.COMMON_TERM_SHARE, max_terms=hp.MAX_TERMS)
-    except DAMAGE as exc:  # a damaged history.db: no prior for this question, read anew by the next syncs
-        log.warning("history.db is damaged: discarded (the next syncs read the history again)", error=repr(exc))
-        discard(ws.data_dir)
+    except (*DAMAGE, StateError) as exc:  # no prior for this question
+        if is_damage(exc):  # read anew by the next syncs
+            log.warning("history.db is damaged: discarded (the next syncs read the history again)", error=repr(exc))
+            discard(ws.data_dir)
+        else:  # cannot be read now (I/O, permissions): kept
+            log.warning("history.db cannot be read: no history prior", error=repr(exc))
         return {}
     return hp.file_prior((c.score, [f.path for f in c.files], c.n_files) for c in commits)

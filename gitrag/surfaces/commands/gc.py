@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from gitrag.daemon import gc as index_gc
 from gitrag.daemon.gc import worktrees
-from gitrag.errors import EXIT_OK
+from gitrag.errors import EXIT_ERROR, EXIT_OK, GitragError
 from gitrag.git.repo import GitRepo
 from gitrag.index.workspace import open_workspace
 from gitrag.surfaces import output
@@ -13,15 +13,22 @@ def gc(repo: str, as_json: bool) -> int:
 
     result = routing.gc(repo)  # the daemon holds the store while it runs
     if result is None:
-        ws = open_workspace(repo)
         try:
-            checked_out = {GitRepo(p).branch() for p in worktrees(ws.repo.common_dir)}
-            result = index_gc.full_pass(ws, checked_out)
-        finally:
-            ws.close()
+            ws = open_workspace(repo)
+        except GitragError as exc:
+            if not index_gc.disk_full(exc):
+                raise
+            result = index_gc.unopened_pass(exc)  # still frees what needs no database write
+        else:
+            try:
+                checked_out = {GitRepo(p).branch() for p in worktrees(ws.repo.common_dir)}
+                result = index_gc.full_pass(ws, checked_out)
+            finally:
+                ws.close()
+    errors = result.get("errors") or []
     if as_json:
         output.emit_json(result)
-        return EXIT_OK
+        return EXIT_ERROR if errors else EXIT_OK
     deleted = ", ".join(result["deleted"]) or "none"
     dropped = ", ".join(result["dropped"]) or "none"
     output.out.print(f"deleted branches forgotten: {deleted}")
@@ -32,5 +39,20 @@ def gc(repo: str, as_json: bool) -> int:
               for c in result.get("registrations_pruned", [])]
     output.out.print(f"daemon registry entries pruned: {', '.join(pruned) or 'none'}")
     output.out.print(f"cache entries deleted: {result['vectors_deleted']} vectors, {result['sparse_deleted']} sparse")
-    output.out.print(f"disk: {result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB")
-    return EXIT_OK
+    if not any(e["step"] == "open" for e in errors):  # not measured when the state could not be opened
+        output.out.print(f"disk: {result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB")
+    if not errors:
+        return EXIT_OK
+    for e in errors:
+        output.error(f"gc failed at {STEPS.get(e['step'], e['step'])}: {e['error']}")
+    if any(e.get("disk_full") for e in errors):
+        output.error("the disk is full: gc did what it could (above: what needs no database write, and the steps "
+                     "that did not fail); free space elsewhere and run `gitrag gc` again for the rest")
+    return EXIT_ERROR
+
+
+#: what each step of gitrag.daemon.gc.full_pass does, for its error line
+STEPS = {"open": "opening this repository's index",
+         "repositories_dropped": "dropping the data of repositories that no longer exist",
+         "deleted": "forgetting deleted branches", "dropped": "taking idle branches out of the store",
+         "registrations_pruned": "pruning the daemon registry", "cache": "deleting unreferenced cache entries"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.markup import escape
@@ -9,7 +10,7 @@ from rich.markup import escape
 from gitrag import config
 from gitrag.errors import EXIT_OK, NotIndexed
 from gitrag.git.repo import GitRepo
-from gitrag.index.history import DAMAGE, Commit, HistoryIndex, discard
+from gitrag.index.history import DAMAGE, Commit, HistoryIndex, discard, is_damage, unavailable
 from gitrag.surfaces import output
 
 FILES_SHOWN = 5  # changed paths printed per commit (JSON lists them all)
@@ -22,7 +23,7 @@ def log(question: str, repo: str, k: int, path: str, as_json: bool) -> int:
     git = GitRepo(repo)
     head, name = git.require_head(), git.branch()
     data_dir = config.repo_data_dir(git.common_dir)
-    if not (data_dir / "history.db").exists():
+    if not os.path.lexists(data_dir / "history.db"):  # a link to an unmounted folder: say so below
         raise NotIndexed(f"no commit history is indexed for {git.root}; run `gitrag index` first")
     try:
         with HistoryIndex(data_dir) as hist:
@@ -30,8 +31,10 @@ def log(question: str, repo: str, k: int, path: str, as_json: bool) -> int:
             if info is None:
                 raise NotIndexed(f"the history of branch {name!r} is not indexed yet; run `gitrag index` first")
             commits = hist.search(name, question, k=k, path=path)
-    except DAMAGE:  # derived from git alone: discarded, read again by the next sync
-        discard(data_dir)
+    except DAMAGE as exc:
+        if not is_damage(exc):  # cannot read it now (I/O, permissions): keep it
+            raise unavailable(data_dir / "history.db", exc) from None
+        discard(data_dir)  # derived from git alone: discarded, read again by the next sync
         raise NotIndexed(f"{data_dir / 'history.db'} was damaged and has been discarded; run `gitrag index` to "
                          "read the history again") from None
     read_to, reachable, complete = info
