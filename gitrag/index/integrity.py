@@ -285,22 +285,34 @@ def check_count(ws: Any, branch: Any) -> int | None:
     return want
 
 
+def check_known(ws: Any, branch: Any, unknown: list[str]) -> None:
+    """StoreDamaged when the store listed points (``unknown``, ids) that no manifest row holds
+    and no sync is writing: a damaged id mapping gives a point another id, which answers for
+    nothing and leaves a wrong list without a word (a sync between the store's list and the
+    manifest read is the one innocent cause: the journal says so)."""
+    if unknown and not ws.state.journal():
+        raise damaged(f"collection {branch.collection}",
+                      f"it lists {len(unknown)} point(s) no manifest row of branch {branch.name!r} holds "
+                      f"(e.g. {unknown[0]}): a damaged id mapping")
+
+
 def check_list(ws: Any, branch: Any, listed: int, asked: int, scoped: bool = False) -> None:
     """A query's dense list, as the store returned it, has ``listed`` hits of the ``asked``
     (fewer: the branch holds fewer points, or some are lost, or the engine could not score
     them). StoreDamaged when the store's count of the branch differs from its manifest's
     (:func:`check_count`), or, for a query without a scope (``scoped``: a path or language
-    filter, whose own count is not known), when the list is empty though the branch holds
-    points: any search lists a point it can score, so an empty list means vectors the
-    engine cannot score (random bytes over a vector file make NaN cosines,
+    filter, whose own count is not known), when an exact scan (``ws.store.exact_dense``)
+    lists fewer points than the branch holds, or any search lists none: a point missing
+    from an exact scan is lost or has vectors the engine cannot score (random bytes over a vector file make NaN cosines,
     which the engine leaves out: the list came back empty and nothing was shown to check)."""
     want = check_count(ws, branch)
-    # only an empty list: an approximate (HNSW) or server-side search may return fewer hits than
-    # asked without any damage, and a heal is too dear to risk on that; a list with hits has them
-    # checked against their signatures (check_results), so only "nothing to check" needs this
-    if want and not scoped and listed == 0:
+    # an exact scan lists every point it can score: a shorter list is lost or unscorable points (a
+    # damaged id mapping, NaN vectors). An approximate (HNSW, server) search may list fewer without
+    # any damage, and a heal is too dear to risk on that: there only an empty list counts
+    short = listed < min(asked, want or 0) if ws.store.exact_dense else listed == 0
+    if want and not scoped and short:
         raise damaged(f"collection {branch.collection}",
-                      f"its dense list for branch {branch.name!r} is empty of the {min(asked, want)} points "
+                      f"its dense list for branch {branch.name!r} has {listed} points of the {min(asked, want)} "
                       "it holds: vectors it cannot score")
 
 

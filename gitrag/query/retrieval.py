@@ -17,7 +17,7 @@ from typing import Any
 
 from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
 from gitrag.index import sparse, symbols
-from gitrag.index.integrity import check_list, check_results
+from gitrag.index.integrity import check_known, check_list, check_results
 from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import Workspace
 from gitrag.query import callees, ranking, worktree
@@ -201,7 +201,15 @@ def _ranked(
         lookup = worktree.OverlayLookup(lookup, overlay, scope)
         payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731 - one expression
                                 | overlay.payloads(ids))
-    cands = candidates(dense_hits, sparse_hits, top, payloads=payloads)
+    unknown: list[str] = []
+
+    def known(ids: list[str]) -> dict[str, dict[str, Any]]:  # and the listed ids no manifest row holds
+        got = payloads(ids)
+        unknown.extend(i for i in ids if i not in got)
+        return got
+
+    cands = candidates(dense_hits, sparse_hits, top, payloads=known)
+    check_known(ws, row, unknown)
     if overlay is None:  # the lists as read, for the files the history prior adds (gitrag.query.ranking.history_prior)
         lookup.deep = ({h.id: float(h.score) for h in dense_hits}, {h.id: float(h.score) for h in sparse_hits})
     ranked = ranking.rank(query, cands, k, lookup, off)

@@ -105,6 +105,7 @@ class SearchFilter:
 
 class Store(Protocol):
     kind: str  # "embedded" | "server"
+    exact_dense: bool  # a dense query scans every point (no approximate graph): it lists every point it can score
 
     def create_collection(self, name: str, dim: int) -> None:
         """Create the collection if it is missing (dense ``dim`` cosine + sparse with IDF)."""

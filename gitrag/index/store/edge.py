@@ -284,6 +284,7 @@ class EdgeStore:
     """Collections as Qdrant Edge shards below ``root`` (created on first write)."""
 
     kind = "embedded"
+    exact_dense = LAYOUT.exact
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

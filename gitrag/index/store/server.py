@@ -108,6 +108,7 @@ class ServerStore:
     """Collections on a Qdrant server (or in qdrant-client's local mode, see the module doc)."""
 
     kind = "server"
+    exact_dense = False  # the server's HNSW search may list fewer hits than asked
     url_var = "GITRAG_QDRANT_URL"  # the settings named in its error lines (the team server's: GITRAG_TEAM_*)
     key_var = "GITRAG_QDRANT_API_KEY"
 
