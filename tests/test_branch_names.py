@@ -64,3 +64,25 @@ def test_the_daemon_refuses_it_quietly_and_keeps_serving_the_rest(repo: Repo, tm
     assert log.count("not warming the work-tree overlay") <= 1
     project.git("checkout", "-q", "main")
     assert _gitrag("ask", "slugify", cwd=project.path).returncode == 0
+
+
+def test_a_work_tree_on_such_a_branch_is_never_behind(repo: Repo, tmp_path: Path) -> None:
+    """The daemon's reconcile asks every work tree of a repository: one on such a branch is
+    skipped (not indexed), not an error that hides the others."""
+    from gitrag import config
+    from gitrag.daemon import gc
+    from gitrag.git.repo import GitRepo
+    from gitrag.index.state import State
+
+    project = _project(repo)
+    assert _gitrag("index", cwd=project.path).returncode == 0
+    linked = tmp_path / "linked"
+    project.git("worktree", "add", "-q", "-b", BAD, str(linked))
+    project.commit("main moves on")
+    state = State(config.repo_data_dir(GitRepo(project.path).common_dir))
+    try:
+        assert gc.stale(GitRepo(linked), state) is False
+        assert gc.stale(GitRepo(project.path), state) is True
+    finally:
+        state.close()
+    assert GitRepo(linked).checked_out() is None and BAD not in GitRepo(linked).branches()
