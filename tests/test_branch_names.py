@@ -50,9 +50,13 @@ def test_the_daemon_refuses_it_quietly_and_keeps_serving_the_rest(repo: Repo, tm
     other = _project(Repo(tmp_path / "other"))
     for tree in (project, other):
         assert _gitrag("index", cwd=tree.path).returncode == 0
+    install = _gitrag("install", "--no-systemd", "--repo", str(project.path), cwd=project.path)
+    assert install.returncode == 0, install.stderr
     assert _gitrag("ask", "slugify", cwd=project.path).returncode == 0  # the daemon now warms this work tree
     project.git("checkout", "-q", "-b", BAD)
-    time.sleep(2.5)  # five warming rounds
+    project.write("util/more.py", "def more():\n    return 2\n")
+    project.commit("a commit on it: the hooks fire")
+    time.sleep(2.5)  # five warming rounds, and the commit's sync
     _assert_refused(project)
     asked = _gitrag("ask", "slugify", "--json", cwd=other.path)
     assert asked.returncode == 0 and json.loads(asked.stdout)["results"], asked.stderr
@@ -60,7 +64,7 @@ def test_the_daemon_refuses_it_quietly_and_keeps_serving_the_rest(repo: Repo, tm
     assert status.returncode == 0, status.stderr
     log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text(errors="replace")
     assert "surrogates not allowed" not in log and "Unhandled exception" not in log
-    assert "warming the work-tree overlay failed" not in log
+    assert "warming the work-tree overlay failed" not in log and "sync failed" not in log and "crash" not in log
     assert log.count("not warming the work-tree overlay") <= 1
     project.git("checkout", "-q", "main")
     assert _gitrag("ask", "slugify", cwd=project.path).returncode == 0
