@@ -109,3 +109,15 @@ def test_an_empty_gitrag_home_is_unset(repo: Repo, tmp_path: Path) -> None:
     done = _gitrag("index", cwd=repo.path, GITRAG_HOME="", HOME=str(user), XDG_DATA_HOME="", XDG_STATE_HOME="")
     assert done.returncode == 0, done.stderr
     assert (user / ".local" / "share" / "gitrag").is_dir()
+
+
+def test_a_bad_ask_wait_is_refused_like_the_others(repo: Repo) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("one")
+    assert _gitrag("index", cwd=repo.path).returncode == 0
+    for bad in ("abc", "-1", "nan", "1e999", "inf"):
+        done = _gitrag("ask", "a", cwd=repo.path, GITRAG_ASK_WAIT=bad)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1, "", f"gitrag: error: GITRAG_ASK_WAIT must be a number of seconds, 0 or more (over 600 counts as "
+                   f"600), got {bad!r}\n"), bad
+    assert _gitrag("ask", "a", cwd=repo.path, GITRAG_ASK_WAIT="0").returncode == 0
