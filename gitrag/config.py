@@ -27,6 +27,7 @@ there are ignored with a warning (set them in the user config or the environment
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 import tomllib
@@ -106,12 +107,18 @@ _HOME_ROOM = 512  # bytes kept free below GITRAG_HOME for gitrag's own folders a
 
 
 def gitrag_home() -> Path | None:
-    """``$GITRAG_HOME`` as an absolute path, or None. Raises ConfigError when it is too long
-    for the system (PATH_MAX with room for gitrag's files, or a component over NAME_MAX)."""
+    """``$GITRAG_HOME`` as an absolute path, or None when it is unset or empty (empty counts as
+    unset, as for the XDG folders). Raises ConfigError when it is relative (``~`` is expanded
+    first): each process (a command, the daemon, a hook) would resolve it against its own
+    folder and find another home; or when it is too long for the system (PATH_MAX with room
+    for gitrag's files, or a component over NAME_MAX)."""
     home = os.environ.get("GITRAG_HOME")
     if not home:
         return None
-    path = Path(home).expanduser().absolute()
+    path = Path(home).expanduser()
+    if not path.is_absolute():
+        raise ConfigError(f"GITRAG_HOME must be an absolute folder, got {home!r} (the daemon and the hooks would "
+                          f"resolve a relative one elsewhere); set an absolute path or unset it")
     raw = os.fsencode(path)
     if len(raw) > PATH_MAX - _HOME_ROOM or any(len(part) > NAME_MAX for part in raw.split(b"/")):
         raise ConfigError(f"GITRAG_HOME is {len(raw)} bytes long (a path may have at most {PATH_MAX - _HOME_ROOM} "
@@ -270,25 +277,67 @@ def repo_data_dir(common_dir: Path) -> Path:
     return identity.data_dir(data_root(), Path(common_dir))
 
 
-def _coerce(name: str, raw: Any, where: str) -> Any:
-    """``raw`` as the setting's type; ``where`` names it in the ConfigError for a value that is
-    not a number or not above 0 (``setting 'batch_size' in /repo/.gitrag.toml``, ``GITRAG_BATCH_SIZE``)."""
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    value: int | float
+# number settings: field -> (kind, unit, most allowed); every one must be greater than 0 and finite
+_NUMBERS: dict[str, tuple[type, str, float | None]] = {
+    "max_file_bytes": (int, "bytes", None),
+    "batch_size": (int, "texts", None),
+    "ollama_timeout": (float, "seconds", 86400.0),
+    "branch_ttl_days": (float, "days", 36500.0),
+    "team_lease_seconds": (float, "seconds", 86400.0),
+}
+INDEX_WORKERS_ENV = "GITRAG_INDEX_WORKERS"
+
+
+def allowed(name: str) -> str:
+    """What the number setting ``name`` may be, as the error says it: ``a whole number of bytes
+    greater than 0``, ``a number of days greater than 0 and at most 36500``."""
+    kind, unit, most = _NUMBERS[name]
+    text = f"{'a whole number' if kind is int else 'a number'} of {unit} greater than 0"
+    return text if most is None else f"{text} and at most {most:g}"
+
+
+def _number(raw: Any, kind: type, least: float, most: float | None) -> int | float | None:
+    """``raw`` (a str from the environment, or a TOML value) as ``kind`` within [least, most],
+    or None when it is not one: a bool, a fraction for an int, NaN, an infinity, out of range."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        return None
     try:
-        if kind == "int":
-            value = int(raw)
-        elif kind == "float":
-            value = float(raw)
-        else:
-            if name == "team_role" and str(raw) not in TEAM_ROLES:
-                raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
-            return str(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{where} must be greater than 0, got {raw!r}")
-    return value
+        value: int | float = float(raw) if kind is float else (int(raw) if not isinstance(raw, float) else raw)
+    except ValueError:
+        return None
+    if kind is int and (isinstance(value, float) and not value.is_integer()):
+        return None
+    if not math.isfinite(value) or value < least or (most is not None and value > most):
+        return None
+    return int(value) if kind is int else value
+
+
+def _coerce(name: str, raw: Any, where: str) -> Any:
+    """``raw`` as the setting's type; ``where`` names it in the ConfigError for a number that is
+    not one :func:`allowed` says (``setting 'batch_size' in /repo/.gitrag.toml``, ``GITRAG_BATCH_SIZE``)."""
+    if name in _NUMBERS:
+        kind, _unit, most = _NUMBERS[name]
+        value = _number(raw, kind, 0, most)
+        if value is None or value <= 0:
+            raise ConfigError(f"{where} must be {allowed(name)}, got {raw!r}")
+        return value
+    if name == "team_role" and str(raw) not in TEAM_ROLES:
+        raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
+    return str(raw)
+
+
+def index_workers() -> int | None:
+    """``GITRAG_INDEX_WORKERS`` (worker processes for a big sync; 0 or 1: none), or None when
+    unset or empty. Raises ConfigError for anything but a whole number of 0 or more
+    (:func:`load_settings` checks it for every command)."""
+    raw = os.environ.get(INDEX_WORKERS_ENV, "").strip()
+    if not raw:
+        return None
+    value = _number(raw, int, 0, None)
+    if value is None:
+        raise ConfigError(f"{INDEX_WORKERS_ENV} must be a whole number of worker processes, 0 or more "
+                          f"(0 or 1: none), got {raw!r}")
+    return int(value)
 
 
 _warned: set[tuple[str, str]] = set()
@@ -414,7 +463,8 @@ def load_settings(repo_root: Path | None = None) -> Settings:
             settings = replace(settings, **{k: _coerce(k, v, f"setting {k!r} in {path}") for k, v in data.items()})
             sources.append(str(path))
     env = {f: _coerce(f, os.environ[v], v) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
-    progress.interval()  # not a field, but a number setting all the same: judged here for every command
+    progress.interval()  # not fields, but number settings all the same: judged here for every command
+    index_workers()
     if env:
         settings = replace(settings, **env)
         sources.append("environment")

@@ -13,6 +13,7 @@ The tree (tests/test_errors.py checks that it is the classes' own)::
     │   ├── NotARepository          git and the repository
     │   ├── UnsupportedPath
     │   ├── UnsupportedRepository
+    │   ├── UnsupportedBranch
     │   ├── EmptyRepository
     │   ├── BranchGone
     │   ├── InstallError
@@ -81,6 +82,11 @@ class UnsupportedPath(GitragError):
 
 class UnsupportedRepository(GitragError):
     """A repository gitrag's git library cannot read (a sha256 object format, for one)."""
+
+
+class UnsupportedBranch(GitragError):
+    """The checked-out branch's name is not valid UTF-8: gitrag keys a branch's index, its
+    state and its daemon messages by the name, so it does not index that branch."""
 
 
 class EmptyRepository(GitragError):

@@ -184,17 +184,22 @@ def test_a_bad_number_says_where_it_was_set(project: Repo, monkeypatch: pytest.M
     (project.path / ".gitrag.toml").write_text('batch_size = "lots"\n')
     r = gitrag("status", cwd=project.path)
     assert r.returncode == 1
-    assert r.stderr.strip() == f"gitrag: error: setting 'batch_size' in {project.path / '.gitrag.toml'} must be a number, got 'lots'"
+    assert r.stderr.strip() == f"gitrag: error: setting 'batch_size' in {project.path / '.gitrag.toml'} must be a whole number of texts greater than 0, got 'lots'"
     (project.path / ".gitrag.toml").unlink()
     monkeypatch.setenv("GITRAG_MAX_FILE_BYTES", "-5")
     r = gitrag("status", cwd=project.path)
-    assert r.returncode == 1 and r.stderr.strip() == "gitrag: error: GITRAG_MAX_FILE_BYTES must be greater than 0, got '-5'"
+    assert r.returncode == 1 and r.stderr.strip() == ("gitrag: error: GITRAG_MAX_FILE_BYTES must be a whole number of bytes "
+                                                 "greater than 0, got '-5'")
 
 
 def test_every_command_judges_a_bad_number_setting_the_same_way(project: Repo, daemon: object) -> None:
     """Also while a daemon runs (status and gc ask it, and never loaded this process's settings)."""
     for var, value, message in (
-        ("GITRAG_BATCH_SIZE", "abc", "GITRAG_BATCH_SIZE must be a number, got 'abc'"),
+        ("GITRAG_BATCH_SIZE", "abc", "GITRAG_BATCH_SIZE must be a whole number of texts greater than 0, got 'abc'"),
+        ("GITRAG_INDEX_WORKERS", "abc",
+         "GITRAG_INDEX_WORKERS must be a whole number of worker processes, 0 or more (0 or 1: none), got 'abc'"),
+        ("GITRAG_BRANCH_TTL_DAYS", "1e999",
+         "GITRAG_BRANCH_TTL_DAYS must be a number of days greater than 0 and at most 36500, got '1e999'"),
         ("GITRAG_PROGRESS_INTERVAL", "banana", "GITRAG_PROGRESS_INTERVAL must be a number of seconds or off, got 'banana'"),
     ):
         env = {**os.environ, var: value}

@@ -56,7 +56,7 @@ def test_gitrag_config_names_the_file(repo: Repo, tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("GITRAG_CONFIG", str(named))
     proc = gitrag("index", "--repo", str(repo.path), check=False)
     assert (proc.returncode, proc.stderr) == (
-        1, f"gitrag: error: setting 'batch_size' in {named} must be greater than 0, got 0\n")
+        1, f"gitrag: error: setting 'batch_size' in {named} must be a whole number of texts greater than 0, got 0\n")
     named.write_text("batch_size = 8\n")
     repo.write(".gitrag.toml", "max_file_bytes = 5000\n")
     assert _config_check(repo)["detail"] == (f"read {named} (GITRAG_CONFIG); then {repo.path / '.gitrag.toml'}, "

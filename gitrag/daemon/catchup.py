@@ -13,6 +13,7 @@ and the answer says so (``up_to_date: false`` and ``catching_up``).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -21,23 +22,26 @@ from typing import Any
 from gitrag.errors import ConfigError
 
 DEFAULT_WAIT_S = 3.0
+MAX_WAIT_S = 600.0
 POLL_S = 0.02
 AT_HEAD_POLL_S = 0.1  # seconds between two looks at the state (a thread hop and one SQLite read)
 
 
 def ask_wait(value: Any = None) -> float:
     """Seconds ``ask`` waits for a catch-up: ``value`` (a client's request) when given, else
-    ``GITRAG_ASK_WAIT``, else 3. Raises ConfigError for a value that is not a number >= 0."""
+    ``GITRAG_ASK_WAIT``, else 3; at most MAX_WAIT_S. Raises ConfigError for a value that is not
+    a finite number >= 0."""
     raw = value if value is not None else os.environ.get("GITRAG_ASK_WAIT")
     if raw is None or raw == "":
         return DEFAULT_WAIT_S
     try:
-        seconds = float(raw)
+        seconds = float(raw) if not isinstance(raw, bool) else math.nan
     except (TypeError, ValueError):
-        raise ConfigError(f"GITRAG_ASK_WAIT must be a number of seconds, not {raw!r}") from None
-    if not seconds >= 0:  # also NaN
-        raise ConfigError(f"GITRAG_ASK_WAIT must be 0 or more seconds, not {raw!r}")
-    return min(seconds, 600.0)
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):  # as every number setting: NaN and infinities too
+        raise ConfigError(f"GITRAG_ASK_WAIT must be a number of seconds, 0 or more (over {MAX_WAIT_S:g} counts as "
+                          f"{MAX_WAIT_S:g}), got {raw!r}")
+    return min(seconds, MAX_WAIT_S)
 
 
 def lag(ws: Any) -> str | None:

@@ -53,11 +53,12 @@ def worktrees(common_dir: str | Path) -> list[str]:
 
 
 def stale(repo: GitRepo, state: State) -> bool:
-    """Whether the work tree's branch is behind its HEAD (or not indexed yet)."""
-    head = repo.head()
-    if head is None:
+    """Whether the work tree's branch is behind its HEAD (or not indexed yet); never for a
+    branch whose name is not valid UTF-8 (not indexed: the repository's other work trees are)."""
+    head, name = repo.head(), repo.checked_out()
+    if head is None or name is None:
         return False
-    branch = state.branch(repo.branch())
+    branch = state.branch(name)
     return branch is None or branch.indexed_commit != head
 
 

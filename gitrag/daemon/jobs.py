@@ -134,7 +134,7 @@ class Jobs:
 
     def _collect(self, worker: RepoWorker, key: str) -> None:
         paths = gc.worktrees(key)
-        checked_out = {worker.workspace(p).repo.branch() for p in paths}
+        checked_out = {b for p in paths if (b := worker.workspace(p).repo.checked_out())}
         result = gc.scheduled_pass(worker.workspace(paths[0]) if paths else worker.workspace(key), checked_out,
                             self._cache_gc.get(key, time.time()))
         if result["cache_gc"] or key not in self._cache_gc:

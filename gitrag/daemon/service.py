@@ -331,7 +331,7 @@ class Service:
                 if not index_gc.disk_full(exc):
                     raise
                 return index_gc.unopened_pass(exc)
-            checked_out = {worker.workspace(p).repo.branch() for p in worktrees(ws.repo.common_dir)}
+            checked_out = {b for p in worktrees(ws.repo.common_dir) if (b := worker.workspace(p).repo.checked_out())}
             return index_gc.full_pass(ws, checked_out)
 
         return await worker.serial(run)

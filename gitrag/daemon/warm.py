@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from gitrag.errors import GitragError
+from gitrag.errors import GitragError, UnsupportedBranch
 from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
@@ -35,6 +35,7 @@ class Warmer:
     def __init__(self) -> None:
         self.asked: dict[str, float] = {}  # root -> monotonic time of its last overlay ask
         self.warmed: dict[str, float] = {}
+        self.refused: set[str] = set()  # roots on a branch gitrag does not index (logged once, until it changes)
 
     def note(self, root: str) -> None:
         self.asked[root] = time.monotonic()
@@ -55,9 +56,15 @@ class Warmer:
                 continue  # a sync is writing: the next round
             try:
                 await worker.read(functools.partial(_warm_worktree, worker, key), background=True)
+            except UnsupportedBranch as exc:  # not indexed: nothing to warm while it is checked out
+                if root not in self.refused:
+                    self.refused.add(root)
+                    log.info("not warming the work-tree overlay", worktree=root, reason=str(exc))
+                continue
             except Exception as exc:  # noqa: BLE001 - warming is an optimisation, never an error
                 log.info("warming the work-tree overlay failed", worktree=root, error=str(exc))
                 continue
+            self.refused.discard(root)
             self.warmed[root] = time.time()
 
 

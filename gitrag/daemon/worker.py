@@ -33,7 +33,7 @@ import structlog
 
 from gitrag import identity
 from gitrag.daemon import memory
-from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld
+from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld, UnsupportedBranch
 from gitrag.git.repo import GitRepo
 from gitrag.index.workspace import Workspace
 
@@ -317,6 +317,9 @@ class RepoWorker:
             return None
         except NotARepository as exc:
             log.info("work tree gone", worktree=worktree, error=str(exc))
+            return None
+        except UnsupportedBranch as exc:  # not indexed, by design: not a failure of the sync
+            log.info("branch not indexed", worktree=worktree, reason=str(exc))
             return None
         except GitragError as exc:
             self.stats["last_error"] = str(exc)

@@ -16,7 +16,14 @@ from typing import cast
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
 
-from gitrag.errors import EmptyRepository, NotARepository, UnknownRevision, UnsupportedPath, UnsupportedRepository
+from gitrag.errors import (
+    EmptyRepository,
+    NotARepository,
+    UnknownRevision,
+    UnsupportedBranch,
+    UnsupportedPath,
+    UnsupportedRepository,
+)
 
 ZERO_OID = "0" * 40
 DETACHED = "(detached)"
@@ -97,7 +104,23 @@ class GitRepo:
 
     # -- HEAD ---------------------------------------------------------------
     def branch(self) -> str:
-        """The current branch name, or ``(detached)`` on a detached HEAD."""
+        """The current branch name, or ``(detached)`` on a detached HEAD. Raises
+        UnsupportedBranch when the name is not valid UTF-8 (see :meth:`checked_out`)."""
+        name = self._head_name()
+        if not is_utf8(name):
+            raise UnsupportedBranch(
+                f"branch name is not valid UTF-8: gitrag does not index it; rename it (git branch -m NEW-NAME) "
+                f"or check out another branch ({decode_path(os.fsencode(name))})")
+        return name
+
+    def checked_out(self) -> str | None:
+        """:meth:`branch`, or None when its name is not valid UTF-8 (a branch gitrag does not
+        index, so nothing of it is in the index to keep: for gc's set of checked-out branches)."""
+        name = self._head_name()
+        return name if is_utf8(name) else None
+
+    def _head_name(self) -> str:
+        """HEAD's branch name as pygit2 gives it (surrogate escapes for bytes that are not UTF-8)."""
         if self.repo.head_is_detached:
             return DETACHED
         ref = self.repo.lookup_reference("HEAD").target
@@ -185,7 +208,8 @@ class GitRepo:
         return paths
 
     def branches(self) -> list[str]:
-        return list(self.repo.branches.local)
+        """The local branches' names, but those that are not valid UTF-8 (never indexed)."""
+        return [name for name in self.repo.branches.local if is_utf8(name)]
 
     # -- trees and blobs ------------------------------------------------------
     def _tree(self, commit: str) -> pygit2.Tree:

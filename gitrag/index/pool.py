@@ -48,13 +48,13 @@ IN_PROCESS_EMBEDDERS = ("static", "hash")
 
 
 def workers() -> int:
-    """Worker processes for a big sync: ``GITRAG_INDEX_WORKERS``, else the usable CPUs."""
-    raw = os.environ.get("GITRAG_INDEX_WORKERS", "").strip()
-    if raw:
-        try:
-            return max(0, int(raw))
-        except ValueError:
-            pass
+    """Worker processes for a big sync: ``GITRAG_INDEX_WORKERS``, else the usable CPUs.
+    Raises ConfigError for a bad ``GITRAG_INDEX_WORKERS`` (see gitrag.config.index_workers)."""
+    from gitrag.config import index_workers
+
+    named = index_workers()
+    if named is not None:
+        return named
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

@@ -21,7 +21,7 @@ def gc(repo: str, as_json: bool) -> int:
             result = index_gc.unopened_pass(exc)  # still frees what needs no database write
         else:
             try:
-                checked_out = {GitRepo(p).branch() for p in worktrees(ws.repo.common_dir)}
+                checked_out = {b for p in worktrees(ws.repo.common_dir) if (b := GitRepo(p).checked_out())}
                 result = index_gc.full_pass(ws, checked_out)
             finally:
                 ws.close()
