@@ -13,18 +13,20 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from gitrag import config
+from gitrag import config, identity
 from gitrag.git.repo import GitRepo
 from tests.gitutil import Repo, index
 
 
 def _gone_repository(tmp_path: Path) -> Path:
-    """A second repository, indexed, then deleted: its data folder is what gc must drop."""
+    """A second repository, indexed, then deleted 15 days ago (past the 14-day grace gc gives a
+    missing git dir): its data folder is what gc must drop."""
     other = Repo(tmp_path / "other")
     other.write("b.py", "def other():\n    return 2\n")
     other.commit("other")
@@ -32,6 +34,7 @@ def _gone_repository(tmp_path: Path) -> Path:
     data = config.repo_data_dir(GitRepo(other.path).common_dir)
     assert data.is_dir()
     shutil.rmtree(other.path)
+    (data / identity.MISSING_FILE).write_text(f"{time.time() - 15 * 86400:.0f}\n")
     return data
 
 
