@@ -33,7 +33,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str], pretty_json: bool = Fal
     shown = " ".join(a if a.replace("-", "").replace("/", "").replace(".", "").isalnum() else repr(a) for a in args)
     print(f"$ gitrag {shown}")
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gitrag", *args], cwd=cwd, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-P", "-m", "gitrag", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - t0
     out = proc.stdout
@@ -87,7 +87,7 @@ def main() -> int:
             run(["eval", str(ROOT / "bench/eval/click-8.1.7.jsonl"), "--repo", ".", "--mode", "hybrid", "--mode", "grep",
                  "--json"], corpus, env, True)
     finally:
-        subprocess.run([sys.executable, "-m", "gitrag", "daemon", "--stop"], env={**os.environ, "GITRAG_HOME": str(work / "home"),
+        subprocess.run([sys.executable, "-P", "-m", "gitrag", "daemon", "--stop"], env={**os.environ, "GITRAG_HOME": str(work / "home"),
                        "PYTHONPATH": str(ROOT)}, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     return 0
