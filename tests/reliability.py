@@ -146,6 +146,28 @@ def scratch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "s
         monkeypatch.setenv("GITRAG_HOME", old)
 
 
+@contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``2m``, ``256m``) mounted at ``folder`` for the block (needs root,
+    as in CI); the test is skipped with the reason elsewhere."""
+    folder.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of the file system holding ``folder`` (a file ``ballast`` in it)."""
+    st = os.statvfs(folder)
+    with open(folder / "ballast", "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, st.f_bavail * st.f_frsize)
+
+
 def fresh(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Points, dict[str, str]]:
     """What a from-scratch index of the same commit holds (made in another GITRAG_HOME)."""
     with scratch_home(tmp_path, monkeypatch, f"scratch-{len(list(tmp_path.glob('scratch-*')))}"):

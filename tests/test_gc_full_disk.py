@@ -22,6 +22,7 @@ import pytest
 from gitrag import config, identity
 from gitrag.git.repo import GitRepo
 from tests.gitutil import Repo, index
+from tests.reliability import fill, tmpfs
 
 
 def _gone_repository(tmp_path: Path) -> Path:
@@ -101,25 +102,15 @@ def test_a_full_pass_whose_database_writes_fail_still_deletes_files(repo: Repo, 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A tmpfs of its own (needs root, as in CI); skipped with the reason elsewhere."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root")
-    try:
+    with tmpfs(tmp_path / "disk", "256m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_gc_on_a_really_full_tmpfs_frees_the_space_of_gone_repositories(
         repo: Repo, disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITRAG_HOME", str(disk / "home"))
     gone = _prepare(repo, tmp_path)
-    st = os.statvfs(disk)
-    with open(disk / "ballast", "wb") as fh:  # not a byte left
-        os.posix_fallocate(fh.fileno(), 0, st.f_bavail * st.f_frsize)
+    fill(disk)  # not a byte left
     result = subprocess.run([sys.executable, "-m", "gitrag", "gc", "--repo", str(repo.path), "--json"],
                             env=dict(os.environ), capture_output=True, text=True, stdin=subprocess.DEVNULL,
                             timeout=120, check=False)
@@ -145,9 +136,7 @@ def test_gc_through_the_daemon_on_a_full_tmpfs_still_drops_gone_repositories(
     gone = _prepare(repo, tmp_path)
     daemon = start_daemon()
     try:
-        st = os.statvfs(disk)
-        with open(disk / "ballast", "wb") as fh:  # not a byte left
-            os.posix_fallocate(fh.fileno(), 0, st.f_bavail * st.f_frsize)
+        fill(disk)  # not a byte left
         result = subprocess.run([sys.executable, "-m", "gitrag", "gc", "--repo", str(repo.path), "--json"],
                                 env=dict(os.environ), capture_output=True, text=True, stdin=subprocess.DEVNULL,
                                 timeout=120, check=False)

@@ -40,6 +40,7 @@ from tests.reliability import (
     run,
     start_daemon,
     sync,
+    tmpfs,
 )
 
 GROUP = "store and state"
@@ -234,16 +235,8 @@ def _index_quietly(repo: Repo) -> str:
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A small tmpfs of its own (needs root, as in CI); skipped with the reason elsewhere."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root")
-    try:
+    with tmpfs(tmp_path / "disk", "2m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _resize(mount: Path, size: str) -> None:
