@@ -2,7 +2,8 @@
 
 Library code raises a subclass of :class:`GitragError` with a message that says what to
 do; only the CLI (``gitrag/surfaces/cli.py``) turns them into exit codes:
-0 success, 1 user-facing error, 2 bad usage, 3 unexpected internal error, 130 interrupt.
+0 success, 1 user-facing error, 2 bad usage (click's own errors, and :class:`BadUsage`), 3 unexpected
+internal error, 130 interrupt.
 The daemon sends a GitragError across its socket as data (its class name as ``kind``, its
 ``exit_code``), and the client raises it again as a :class:`CommandError`.
 
@@ -10,6 +11,7 @@ The tree (tests/test_errors.py checks that it is the classes' own)::
 
     Exception
     ├── GitragError                 user-facing: one line, what happened and what to do; exit 1
+    │   ├── BadUsage                a command's argument is malformed: exit 2
     │   ├── NotARepository          git and the repository
     │   ├── UnsupportedPath
     │   ├── UnsupportedRepository
@@ -70,6 +72,13 @@ class GitragError(Exception):
     """A user-facing error: the message is one line saying what happened and what to do."""
 
     exit_code = EXIT_ERROR
+
+
+class BadUsage(GitragError):
+    """An argument a command cannot parse (``related`` given no ``:LINE``): bad usage, exit 2 as
+    click's own usage errors, but one line like every other error."""
+
+    exit_code = EXIT_USAGE
 
 
 class NotARepository(GitragError):

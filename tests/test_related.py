@@ -75,11 +75,14 @@ def test_related_reads_an_edited_file_from_the_work_tree(copies: Repo) -> None:
 
 
 def test_a_bad_location_is_one_line(copies: Repo) -> None:
-    for bad, says in (("algo/merge.py", "expected PATH:LINE"), ("algo/merge.py:999", "holds line 999"),
-                      ("nope.py:3", "has no chunks")):
+    """A location that is no PATH:LINE is bad usage (exit 2, as every usage error); one that
+    names nothing the index holds is a user-facing error (exit 1). One line either way."""
+    for bad, says, code in (("algo/merge.py", "expected PATH:LINE", 2), ("algo/merge.py:0", "expected PATH:LINE", 2),
+                            (":8", "expected PATH:LINE", 2), ("algo/merge.py:999", "holds line 999", 1),
+                            ("nope.py:3", "has no chunks", 1)):
         proc = subprocess.run([sys.executable, "-m", "gitrag", "related", bad, "--repo", str(copies.path)],
                               capture_output=True, text=True, check=False)
-        assert proc.returncode in (1, 2) and says in proc.stderr, (bad, proc.stderr)
+        assert proc.returncode == code and says in proc.stderr, (bad, proc.returncode, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
 
 

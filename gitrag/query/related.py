@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gitrag.errors import ConfigError, EmbedderMismatch, NotIndexed
+from gitrag.errors import BadUsage, EmbedderMismatch, NotIndexed
 from gitrag.index import sparse
 from gitrag.index.embedders import l2_normalise
 from gitrag.index.store import SearchFilter
@@ -39,10 +39,10 @@ from gitrag.query.retrieval import (
 
 
 def parse_location(text: str) -> tuple[str, int]:
-    """``'src/app.py:42'`` -> ``('src/app.py', 42)``. Raises ConfigError for anything else."""
+    """``'src/app.py:42'`` -> ``('src/app.py', 42)``. Raises BadUsage (exit 2) for anything else."""
     path, sep, line = text.strip().rpartition(":")
     if not sep or not path or not line.isdigit() or int(line) < 1:
-        raise ConfigError(f"expected PATH:LINE (a repository-relative path and a line from 1), not {text!r}")
+        raise BadUsage(f"expected PATH:LINE (a repository-relative path and a line from 1), not {text!r}")
     return path.removeprefix("./"), int(line)
 
 
