@@ -22,6 +22,13 @@ warning line each), so a committed link to ``/dev/zero`` cannot exhaust memory.
 A repository's ``.gitrag.toml`` comes with the code, from whoever committed it, so it may
 not choose where code is sent or what is loaded into the process: ``USER_ONLY`` settings
 there are ignored with a warning (set them in the user config or the environment).
+
+A broken ``.gitrag.toml`` (not TOML, an unknown setting, a value of the wrong type or range)
+stops nothing: the whole file is ignored, as if it were absent, with one warning line naming
+the file, the line and what is wrong (``Settings.problems`` keeps it for ``gitrag doctor``).
+Whoever committed it broke it for every clone, and every command, hook and the daemon must
+go on (on the other settings). A broken user config or environment variable is the user's
+own: it stays an error.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -94,6 +102,8 @@ class Settings:
     team_ca_cert: str = ""  # a CA bundle (PEM file) to verify the server's TLS certificate with
     team_lease_seconds: float = 600.0  # a publisher's lease; a dead writer's lease is taken over after it
     sources: tuple[str, ...] = field(default=(), compare=False)
+    # one line each: a repository's .gitrag.toml that is ignored because it is broken (see the module)
+    problems: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def store_kind(self) -> str:
@@ -321,9 +331,11 @@ def _coerce(name: str, raw: Any, where: str) -> Any:
         if value is None or value <= 0:
             raise ConfigError(f"{where} must be {allowed(name)}, got {raw!r}")
         return value
-    if name == "team_role" and str(raw) not in TEAM_ROLES:
+    if not isinstance(raw, str):  # a TOML number or table for a text setting: `embedder = 3` is a slip
+        raise ConfigError(f"{where} must be a string (in quotes), got {raw!r}")
+    if name == "team_role" and raw not in TEAM_ROLES:
         raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
-    return str(raw)
+    return raw
 
 
 def index_workers() -> int | None:
@@ -399,19 +411,60 @@ def _config_bytes(path: Path, inside: Path | None) -> bytes | None:
         os.close(fd)
 
 
-def _read_toml(path: Path, inside: Path | None = None) -> dict[str, object]:
+def _read_toml(path: Path, inside: Path | None = None) -> tuple[dict[str, object], str]:
+    """The settings in the file at ``path`` and its text (``({}, "")`` when there is none or it
+    is ignored, see :func:`_config_bytes`). Raises ConfigError naming the file and the line:
+    not UTF-8, not TOML, or an unknown setting."""
     raw = _config_bytes(path, inside)
     if raw is None:
-        return {}
+        return {}, ""
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}; fix or remove the file") from None
-    known = {f.name for f in fields(Settings)} - {"sources"}
-    unknown = set(data) - known
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"cannot read {path} line {line}: not UTF-8 text ({exc.reason}); fix or remove the file") from None
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        # tomllib says "Invalid value (at line 2, column 5)": the place first, as for every other fault
+        why = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
+        at = re.search(r" \(at (line \d+, column \d+|end of document)\)$", why)
+        where = f" {at.group(1)}" if at else ""
+        why = why[:at.start()] if at else why
+        raise ConfigError(f"cannot read {path}{where}: not TOML ({why[:1].lower()}{why[1:]}); fix or remove the file") from None
+    known = {f.name for f in fields(Settings)} - {"sources", "problems"}
+    unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    return data
+        raise ConfigError(f"{path}{_line_of(text, unknown[0])}: unknown setting(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(known))}")
+    return data, text
+
+
+def _line_of(text: str, key: str) -> str:
+    """`` line N`` where ``key`` is set in the TOML ``text`` (``key =``, quoted, dotted or a
+    ``[key]`` table), or "" when no line starts so (a key written some other way)."""
+    name = rf"(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')"
+    pattern = re.compile(rf"^\s*(?:\[+\s*{name}\s*[.\]]|{name}\s*[=.])")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return f" line {number}"
+    return ""
+
+
+def _repository_layer(path: Path, inside: Path) -> tuple[dict[str, object], str | None]:
+    """The settings of a repository's ``.gitrag.toml`` (USER_ONLY ones left out, one warning),
+    coerced; or, when the file is broken, none and one line saying where and what (also
+    warned once): the file is then ignored whole, so nothing half-read is used."""
+    try:
+        data, text = _read_toml(path, inside)
+        if USER_ONLY & set(data):
+            data = _without_user_only(path, data)
+        return {k: _coerce(k, v, f"setting {k!r} in {path}{_line_of(text, k)}") for k, v in data.items()}, None
+    except ConfigError as exc:
+        problem = f"{exc}".removesuffix("; fix or remove the file")
+        problem += "; the file is ignored (defaults used) until it is fixed"
+        _warn(problem, file=str(path))
+        return {}, problem
 
 
 def _without_user_only(path: Path, data: dict[str, object]) -> dict[str, object]:
@@ -439,8 +492,10 @@ def mismatch(mine: dict[str, object], theirs: dict[str, object]) -> str | None:
 def load_settings(repo_root: Path | None = None) -> Settings:
     """Settings for a repository (or none): defaults < user config < .gitrag.toml < env.
 
-    ``sources`` names what was read, in order: file paths, ``environment``, ``OLLAMA_HOST``.
-    Raises ConfigError for a bad value, an unreadable file, or a ``GITRAG_CONFIG`` naming no file."""
+    ``sources`` names what was read, in order: file paths, ``environment``, ``OLLAMA_HOST``;
+    ``problems`` the repository's ``.gitrag.toml`` when it is broken and so ignored (one line
+    each, also warned once). Raises ConfigError for a bad value in the user config or the
+    environment, an unreadable user config, or a ``GITRAG_CONFIG`` naming no file."""
     settings = Settings()
     sources: list[str] = []
     user = config_file()
@@ -454,13 +509,17 @@ def load_settings(repo_root: Path | None = None) -> Settings:
     if repo_root is not None:
         layers.append((Path(repo_root) / ".gitrag.toml", Path(repo_root)))
     host_set = False
+    problems: list[str] = []
     for path, inside in layers:
-        data = _read_toml(path, inside)
-        if path.name == ".gitrag.toml" and USER_ONLY & set(data):
-            data = _without_user_only(path, data)
-        host_set = host_set or "ollama_host" in data
-        if data:
-            settings = replace(settings, **{k: _coerce(k, v, f"setting {k!r} in {path}") for k, v in data.items()})
+        if inside is None:
+            data, _text = _read_toml(path)
+            values = {k: _coerce(k, v, f"setting {k!r} in {path}") for k, v in data.items()}
+        else:
+            values, problem = _repository_layer(path, inside)
+            problems += [problem] if problem else []
+        host_set = host_set or "ollama_host" in values
+        if values:
+            settings = replace(settings, **values)
             sources.append(str(path))
     env = {f: _coerce(f, os.environ[v], v) for v, f in _ENV.items() if os.environ.get(v, "") != ""}
     progress.interval()  # not fields, but number settings all the same: judged here for every command
@@ -472,4 +531,4 @@ def load_settings(repo_root: Path | None = None) -> Settings:
     if ollama_host and not host_set and "ollama_host" not in env:
         settings = replace(settings, ollama_host=ollama_host)
         sources.append("OLLAMA_HOST")
-    return replace(settings, sources=tuple(sources))
+    return replace(settings, sources=tuple(sources), problems=tuple(problems))

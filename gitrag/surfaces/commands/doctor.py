@@ -208,12 +208,17 @@ def check_store(repo: GitRepo, settings: Settings) -> Check:
 
 def check_config(settings: Settings) -> Check:
     """Which user config file was read (or would be: it may not exist), then the other sources
-    of ``settings`` in order; warns about a ``$GITRAG_HOME/config.toml``, which is not read."""
+    of ``settings`` in order; fails on a broken ``.gitrag.toml`` (``settings.problems``: it is
+    ignored whole); warns about a ``$GITRAG_HOME/config.toml``, which is not read."""
     user = config.config_file()
     how = "GITRAG_CONFIG" if os.environ.get("GITRAG_CONFIG") else "user config"
     found = f"read {user} ({how})" if str(user) in settings.sources else f"no user config file at {user} (defaults)"
     others = [s for s in settings.sources if s != str(user)]
     detail = found + (f"; then {', '.join(others)}" if others else "")
+    if settings.problems:  # a broken .gitrag.toml: ignored whole, so its settings are silently not in force
+        return Check("config", "fail", f"{settings.problems[0]}; {detail}",
+                     "correct the line named (the settings and their types: README, \"Configuration\"), or "
+                     "`git rm .gitrag.toml` and commit")
     stale = config.stale_config_file()
     if stale is not None:
         return Check("config", "warn", f"{stale} is not read (GITRAG_HOME holds data, not settings); {detail}",
