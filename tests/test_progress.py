@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gitrag.errors import ConfigError
-from gitrag.progress import LINE_RE, STAGES, Lines, format_line, interval
+from gitrag.progress import LINE_RE, STAGES, UNKNOWN, Lines, format_line, interval
 from tests.gitutil import Repo
 
 N_FILES = 40
@@ -46,21 +46,30 @@ def _progress(stderr: str) -> list[dict[str, Any]]:
     for line in lines:
         m = LINE_RE.match(line.removeprefix("gitrag: "))
         assert m, line
+        known = m["total"] is not None  # a line "... 1,200 so far, 3 s": the stage's total is not known yet
         parsed.append({**m.groupdict(), "done": int(m["done"].replace(",", "")),
-                       "total": int(m["total"].replace(",", "")), "percent": int(m["percent"])})
+                       "total": int(m["total"].replace(",", "")) if known else None,
+                       "percent": int(m["percent"]) if known else None})
     return parsed
 
 
 def _check_stages(lines: list[dict[str, Any]]) -> dict[str, int]:
-    """Per stage: one total, ``done`` never goes back, the last report is complete."""
+    """Per stage: no total, then one total that never changes; ``done`` never goes back,
+    nor does the percentage; the last report is complete."""
     totals: dict[str, int] = {}
     last: dict[str, int] = {}
+    shares: dict[str, int] = {}
     for line in lines:
         stage = line["stage"]
-        assert totals.setdefault(stage, line["total"]) == line["total"], line
-        assert line["done"] >= last.get(stage, 0) and line["done"] <= line["total"], line
-        assert line["percent"] == 100 * line["done"] // line["total"], line
+        assert line["done"] >= last.get(stage, 0), line
         last[stage] = line["done"]
+        if line["total"] is None:
+            assert stage not in totals, ("a total given, then taken back", line)
+            continue
+        assert totals.setdefault(stage, line["total"]) == line["total"], line
+        assert line["done"] <= line["total"] and line["percent"] == 100 * line["done"] // line["total"], line
+        assert line["percent"] >= shares.get(stage, 0), line
+        shares[stage] = line["percent"]
     assert last == totals, (last, totals)
     return totals
 
@@ -84,6 +93,30 @@ def test_human_index_off_a_terminal_reports_progress_and_keeps_stdout_for_the_su
     assert re.fullmatch(r"main @ [0-9a-f]{12}: 40 files indexed.*\n", proc.stdout, re.S)
     assert "gitrag: indexing" not in proc.stdout
     assert _check_stages(_progress(proc.stderr))
+
+
+def test_a_first_index_in_batches_never_shows_a_percentage_fall(repo: Repo) -> None:
+    """A sync written in batches learns its chunk and point counts only when the last batch
+    is chunked: before, the lines say the count so far with no percentage (a projection from
+    the batches so far grew as bigger files came, and its 44% fell to 39%); after, the exact
+    total. Small files sort first here, as they did in the report, and batches are 8 chunks."""
+    for i in range(12):
+        repo.write(f"pkg/a_{i:02d}.py", f"def small_{i}(x):\n    return x + {i}\n")
+    for i in range(12):
+        funcs = "".join(f"def big_{i}_{j}(event):\n    return event.get({j!r}, {i})\n\n\n" for j in range(8))
+        repo.write(f"pkg/b_{i:02d}.py", f'"""Module {i}."""\n\n\n{funcs}')
+    repo.commit("small files, then big ones")
+    from tests.reliability import run
+
+    proc = run("index", "--json", "--repo", str(repo.path), prelude={"set": [["gitrag.index.indexer", "BATCH_CHUNKS", 8]]},
+               env={"GITRAG_PROGRESS_INTERVAL": "0"})
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    lines = _progress(proc.stderr)
+    totals = _check_stages(lines)
+    assert totals[STAGES["chunk"]] == 24 and totals[STAGES["store"]] == summary["points_upserted"]
+    so_far = [line for line in lines if line["stage"] == STAGES["store"] and line["total"] is None]
+    assert len(so_far) >= 3, proc.stderr  # several batches were written before the total was known
 
 
 def test_progress_off_silences_the_lines(project: Repo) -> None:
@@ -137,7 +170,7 @@ def test_a_routed_index_shows_the_daemons_progress_off_a_terminal(project: Repo,
     lines = _progress(proc.stderr)
     assert lines and {line["label"] for line in lines} == {"indexing main"}, proc.stderr
     assert STAGES["embed"] in {line["stage"] for line in lines}
-    assert all(line["done"] <= line["total"] for line in lines)
+    assert all(line["total"] is None or line["done"] <= line["total"] for line in lines)
 
 
 class _Clock:
@@ -168,6 +201,10 @@ def test_format_and_interval_setting() -> None:
     line = format_line("indexing main", "embed", 1200, 4300, 41.7)
     assert line == "indexing main: embedding chunks 1,200/4,300, 27%, 41 s"
     assert LINE_RE.match(line)["stage"] == "embedding chunks"
+    unknown = format_line("indexing main", "store", 26585, UNKNOWN, 41.7)
+    assert unknown == "indexing main: writing points 26,585 so far, 41 s"
+    m = LINE_RE.match(unknown)
+    assert (m["stage"], m["done"], m["total"], m["percent"]) == ("writing points", "26,585", None, None)
     assert interval({}) == 5.0 and interval({"GITRAG_PROGRESS_INTERVAL": "0.5"}) == 0.5
     assert interval({"GITRAG_PROGRESS_INTERVAL": "off"}) is None
     for bad in ("soon", "nan", "5s"):

@@ -199,7 +199,8 @@ class RepoWorker:
         client asked for (``gitrag index``) counts as much as one a hook event started."""
         if self.indexing == worktree and self.progress is not None:
             stage, done, total = self.progress
-            return f"the daemon is indexing it now ({STAGES.get(stage, stage)}: {done} of {total})"
+            of = f"{done} of {total}" if total >= 0 else f"{done} so far"  # progress.UNKNOWN: not known yet
+            return f"the daemon is indexing it now ({STAGES.get(stage, stage)}: {of})"
         if self.indexing == worktree or self.syncing == worktree:
             return "the daemon is indexing it now (starting)"
         if worktree in self.dirty:

@@ -41,6 +41,7 @@ from gitrag.index.state import Branch, FileUpdate, PointRow
 from gitrag.index.vector_cache import stored_form
 from gitrag.index.vectors import VERSION as VECTORS_VERSION
 from gitrag.index.workspace import Workspace
+from gitrag.progress import UNKNOWN
 
 log = structlog.get_logger("gitrag.index.indexer")
 
@@ -302,17 +303,16 @@ class Indexer:
 
         def whole_sync(stage: str, n: int, total: int) -> None:
             """Per-batch counts (embed, store) reported for the whole sync, not the batch alone:
-            done over the batches so far; total = the batches so far plus, for the paths not
-            chunked yet, as many per path as so far (a projection: the whole sync's count
-            is known only once its last batch is chunked, and is exact from then on)."""
+            done over the batches so far; total = the batches so far, which is the whole
+            sync's count once its last batch is chunked, and progress.UNKNOWN before (a
+            projection from the batches so far grew as bigger files came, and its percentage
+            fell: 44% then 39%)."""
             if stage == "chunk":
                 outer(stage, n, total)
                 return
             this[stage] = total
-            so_far = before.get(stage, 0) + total
-            left = len(paths) - done  # ``done``: the paths chunked so far, this batch's included
-            projected = so_far + (round(so_far * left / done) if done and left > 0 else 0)
-            outer(stage, before.get(stage, 0) + n, projected)
+            last = done >= len(paths)  # ``done``: the paths chunked so far, this batch's included
+            outer(stage, before.get(stage, 0) + n, before.get(stage, 0) + total if last else UNKNOWN)
 
         self.progress = whole_sync
         if streamed and index_pool.usable(ws.embedder, len(paths)):
@@ -470,8 +470,10 @@ class Indexer:
             vectors.update(made)
             summary.chunks_embedded += len(made)
             self._embedded.update(made)
-            self.progress("embed", len(made), len(made))
         todo = [(h, self._texts[h]) for h in hashes if h not in vectors]
+        whole = len(made) + len(todo)  # one total for the batch's embed stage: the pool's and ours
+        if made:
+            self.progress("embed", len(made), whole)
         batch = max(1, self.ws.settings.batch_size)
         pending: dict[str, np.ndarray] = {}  # embedded, not yet cached: one transaction a second
         written = time.monotonic()
@@ -491,7 +493,7 @@ class Indexer:
                 summary.chunks_failed += len(failed)
                 for j in failed:
                     summary.skipped.append({"path": self._path_of(part[j][0], rows), "reason": "a chunk failed to embed"})
-                self.progress("embed", min(i + batch, len(todo)), len(todo))
+                self.progress("embed", len(made) + min(i + batch, len(todo)), whole)
         finally:  # also when embedding fails part way: what was embedded stays cached
             self._spans.clear()  # they hold the files' token ids
             if pending:

@@ -97,7 +97,8 @@ def info(message: str) -> None:
 def progress_bar(enabled: bool, label: str = "indexing") -> Iterator[Any]:
     """Yields a ``(stage, done, total)`` callback for :class:`gitrag.index.indexer.Indexer`.
 
-    On a terminal it draws a bar when ``enabled`` (commands pass ``not --json``). Anywhere
+    On a terminal it draws a bar when ``enabled`` (commands pass ``not --json``; a stage whose
+    total is not known yet, ``progress.UNKNOWN``, pulses with its count so far). Anywhere
     else (a pipe, a file, CI) it writes a plain line to stderr every few seconds whatever
     ``enabled`` is, ``gitrag: {label}: embedding chunks 1,200/4,300, 28%, 41 s``
     (:mod:`gitrag.progress`; ``GITRAG_PROGRESS_INTERVAL=off`` silences it). Nothing ever
@@ -117,9 +118,10 @@ def progress_bar(enabled: bool, label: str = "indexing") -> Iterator[Any]:
         tasks: dict[str, Any] = {}
 
         def update(stage: str, done: int, total: int) -> None:
+            known = total if total >= 0 else None  # progress.UNKNOWN: a pulsing bar and the count, no fake end
             if stage not in tasks:
-                tasks[stage] = bar.add_task(progress.STAGES.get(stage, stage), total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = bar.add_task(progress.STAGES.get(stage, stage), total=known)
+            bar.update(tasks[stage], completed=done, total=known)
 
         yield update
 
