@@ -211,9 +211,64 @@ def test_detached_head_is_indexed_as_its_own_view(base: Repo) -> None:
     sync(base.path)
     base.git("checkout", "-q", "--detach", first)
     s = sync(base.path)
-    assert s.branch == "(detached)" and s.commit == first
+    assert s.branch == "(HEAD detached)" and s.commit == first
     assert s.started_from == "main" and s.chunks_embedded == 0
     assert "pkg/c.py" not in {p["path"] for p in snapshot(base.path).values()}
+
+
+def test_a_branch_named_detached_is_not_the_detached_head(base: Repo) -> None:
+    """git lets a branch be named ``(detached)``, the detached view's old name: it is a branch
+    of its own, and a detached HEAD elsewhere never shows its files (or it the HEAD's)."""
+    first = base.head()
+    base.git("checkout", "-q", "-b", "(detached)")
+    base.write("pkg/only_on_branch.py", "def on_the_branch():\n    return 3\n")
+    branch_head = base.commit("on the branch named (detached)")
+    on_branch = sync(base.path)
+    assert (on_branch.branch, on_branch.commit) == ("(detached)", branch_head)
+    base.git("checkout", "-q", "--detach", first)
+    detached = sync(base.path)
+    assert "pkg/only_on_branch.py" not in {p["path"] for p in snapshot(base.path).values()}
+    base.git("checkout", "-q", "(detached)")
+    again = sync(base.path)
+    assert again.previous_commit == branch_head and again.points_upserted == again.points_deleted == 0
+    assert "pkg/only_on_branch.py" in {p["path"] for p in snapshot(base.path).values()}
+    assert detached.branch == "(HEAD detached)" and detached.commit == first
+    with open_workspace(base.path) as ws:
+        assert {b.name for b in ws.state.branches()} == {"main", "(detached)", "(HEAD detached)"}
+        assert ws.state.branch("(HEAD detached)").indexed_commit == first
+
+
+def test_the_old_detached_view_is_forgotten_once(base: Repo) -> None:
+    """A state written before the rename holds the detached HEAD's view as ``(detached)``, which
+    a real branch of that name would have shared: the next sync forgets it, once, and the branch
+    starts again from its nearest indexed branch (nothing embedded)."""
+    import sqlite3
+
+    from gitrag.git import repo as repo_mod
+
+    first = base.head()
+    base.write("pkg/c.py", module("gamma", header="# later\n"))
+    base.commit("later")
+    sync(base.path)
+    base.git("checkout", "-q", "--detach", first)
+    with pytest.MonkeyPatch.context() as older:
+        older.setattr(repo_mod, "DETACHED", "(detached)")  # as the older gitrag named the view
+        old = sync(base.path)
+    assert old.branch == "(detached)"
+    with open_workspace(base.path) as ws:
+        db_path = ws.state.path
+    with sqlite3.connect(db_path) as db:  # an older gitrag wrote no such note
+        db.execute("DELETE FROM meta WHERE key='detached_view'")
+    db.close()
+    base.git("checkout", "-q", "-b", "(detached)", "main")  # a real branch of that name, at main's tip
+    s = sync(base.path)
+    assert s.branch == "(detached)" and s.started_from == "main" and s.chunks_embedded == 0
+    assert "pkg/c.py" in {p["path"] for p in snapshot(base.path).values()}  # main's files, not the old view's
+    with open_workspace(base.path) as ws:
+        assert ws.state.meta("detached_view") == "(HEAD detached)"
+        assert ws.state.branch("(detached)").indexed_commit == base.head()
+    again = sync(base.path)  # once: the branch's own view is kept from now on
+    assert again.previous_commit == base.head() and again.started_from is None
 
 
 def test_a_branch_not_checked_out_is_synced_to_its_tip(base: Repo, tmp_path: Path,

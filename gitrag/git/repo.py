@@ -26,7 +26,12 @@ from gitrag.errors import (
 )
 
 ZERO_OID = "0" * 40
-DETACHED = "(detached)"
+# the detached HEAD's view: a name no branch can have (git refuses a space in a ref name,
+# `git check-ref-format`), as a revision view's "(rev <commit>)"; before 2026-12 it was
+# "(detached)", which a branch can be named: the two shared one view (the indexer forgets
+# a view of that name once, gitrag.index.indexer.Indexer._forget_legacy_detached)
+DETACHED = "(HEAD detached)"
+LEGACY_DETACHED = "(detached)"
 
 
 def is_utf8(text: str) -> bool:
@@ -104,7 +109,7 @@ class GitRepo:
 
     # -- HEAD ---------------------------------------------------------------
     def branch(self) -> str:
-        """The current branch name, or ``(detached)`` on a detached HEAD. Raises
+        """The current branch name, or DETACHED (``(HEAD detached)``) on a detached HEAD. Raises
         UnsupportedBranch when the name is not valid UTF-8 (see :meth:`checked_out`)."""
         name = self._head_name()
         if not is_utf8(name):

@@ -28,7 +28,7 @@ import numpy as np
 import structlog
 
 from gitrag.errors import BranchGone, EmbedderMismatch
-from gitrag.git.repo import Entry
+from gitrag.git.repo import DETACHED, LEGACY_DETACHED, Entry
 from gitrag.index import pool as index_pool
 from gitrag.index import sparse, views
 from gitrag.index import state as state_mod
@@ -168,6 +168,20 @@ class Indexer:
         summary.commits_indexed = done.commits_read if done is not None else 0
         summary.seconds = round(summary.seconds + time.perf_counter() - t0, 3)
 
+    def _forget_legacy_detached(self) -> None:
+        """Once per state: forget the view named ``(detached)``, the detached HEAD's name before
+        it became one no branch can have (gitrag.git.repo.DETACHED). A detached HEAD and a
+        real branch of that name shared it, so it may hold either's files: the detached view
+        and the branch each start again from their nearest indexed branch (nothing embedded)."""
+        state = self.ws.state
+        if state.meta("detached_view") == DETACHED:
+            return
+        old = state.branch(LEGACY_DETACHED)
+        if old is not None:
+            log.info("forgetting the view of the old detached-HEAD name", branch=LEGACY_DETACHED)
+            forget_branch(self.ws, old)
+        state.set_meta("detached_view", DETACHED)
+
     def _sync_code(self, rebuild: bool = False, branch: str | None = None,
                    commit: str | None = None) -> IndexSummary:
         """Bring the current branch's index to HEAD, or with ``branch`` that local branch's
@@ -191,6 +205,7 @@ class Indexer:
             head, name = tip, branch
         summary = IndexSummary(str(repo.root), name, head)
         journal = views.repair(self.ws)  # the store is shared: any branch's crash is repaired first
+        self._forget_legacy_detached()
         repaired = set(journal.get(name, ()))
         branch = self._prepare_branch(name, head, rebuild, summary)
         summary.previous_commit = branch.indexed_commit

@@ -467,6 +467,15 @@ class State:
         with self.transaction() as db:
             _set_materialized(db, name, materialized)
 
+    def meta(self, key: str) -> str | None:
+        """The state's own note ``key`` (``detached_view``), or None when never set."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
+
     def touch_branch(self, name: str) -> None:
         with self._disk_errors():
             self.db.execute("UPDATE branches SET last_used=? WHERE name=?", (time.time(), name))
