@@ -112,3 +112,44 @@ def test_a_location_typed_in_a_subfolder_or_absolute_names_the_same_file(copies:
     proc = subprocess.run([sys.executable, "-m", "gitrag", "related", "nothing.py:3", "--repo", str(copies.path)],
                           cwd=copies.path / "algo", capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "nothing.py" in proc.stderr and "Traceback" not in proc.stderr
+
+
+ODD_NAMES = (b"caf\xe9.py", b"new\nline.py")  # a byte that is not UTF-8; a newline
+
+
+def test_a_name_printed_quoted_is_taken_back(repo: Repo) -> None:
+    """Names a shell cannot easily type are printed quoted as git prints them, and ``related``
+    takes that spelling back, as git's own (``git ls-files``), and the raw bytes from a shell."""
+    for raw in ODD_NAMES:
+        (repo.path / raw.decode("utf-8", "surrogateescape")).write_bytes(b"def " + raw[:3] + b"_" + raw[4:7].replace(
+            b"\n", b"_") + b"(x):\n    return x * 2\n")
+    repo.write("plain.py", "def plain(x):\n    return x * 2\n")
+    repo.commit("odd names")
+    index(repo.path)
+    listed = repo.git("-c", "core.quotePath=true", "ls-files").splitlines()
+    assert listed == ['"caf\\351.py"', '"new\\nline.py"', "plain.py"]
+    ask = subprocess.run([sys.executable, "-m", "gitrag", "ask", "x * 2", "--no-answer", "--repo", str(repo.path)],
+                         capture_output=True, check=True)
+    printed = sorted(line.split()[1].rsplit(b":", 1)[0].decode() for line in ask.stdout.splitlines()
+                     if line.strip()[:1].isdigit())
+    assert printed == listed  # as git prints them
+    for raw, quoted in zip(ODD_NAMES, listed, strict=False):
+        want = raw.decode("utf-8", "backslashreplace")  # the index's (and --json's) spelling
+        for typed in (quoted, raw.decode("utf-8", "surrogateescape"), want):
+            assert _related(repo, f"{typed}:1")["located"]["path"] == want, typed
+    bad = subprocess.run([sys.executable, "-m", "gitrag", "related", '"caf\\9.py":1', "--repo", str(repo.path)],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "is not one of git's escapes" in bad.stderr
+
+
+def test_quoting_round_trips() -> None:
+    from gitrag.git import quoting
+
+    for raw in (b"plain/caf\xc3\xa9.py", b"caf\xe9.py", b"a\nb\t\"c\\d\x01\x7f.py", b"x\\xe9.py", b"\xff\xfe"):
+        path = raw.decode("utf-8", "backslashreplace")
+        assert quoting.unquote(quoting.quote(path)) == path, raw
+    assert quoting.quote("plain/café.py") == "plain/café.py"  # UTF-8 as it is (core.quotePath=false)
+    assert quoting.quote("a\nb.py") == '"a\\nb.py"' and quoting.quote("caf\\xe9.py") == '"caf\\351.py"'
+    for bad in ('"a\\q"', '"a', '"\\400"'):
+        with pytest.raises(ValueError):
+            quoting.unquote(bad)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from gitrag.errors import BadUsage, EmbedderMismatch, NotIndexed
+from gitrag.git import quoting
 from gitrag.index import sparse
 from gitrag.index.embedders import l2_normalise
 from gitrag.index.store import SearchFilter
@@ -39,10 +40,16 @@ from gitrag.query.retrieval import (
 
 
 def parse_location(text: str) -> tuple[str, int]:
-    """``'src/app.py:42'`` -> ``('src/app.py', 42)``. Raises BadUsage (exit 2) for anything else."""
+    """``'src/app.py:42'`` -> ``('src/app.py', 42)``; a PATH quoted as git and gitrag's output
+    quote one (``'"a\\nb.py":3'``, gitrag.git.quoting) is unquoted to the index's spelling.
+    Raises BadUsage (exit 2) for anything else."""
     path, sep, line = text.strip().rpartition(":")
     if not sep or not path or not line.isdigit() or int(line) < 1:
         raise BadUsage(f"expected PATH:LINE (a repository-relative path and a line from 1), not {text!r}")
+    try:
+        path = quoting.unquote(path)
+    except ValueError as exc:
+        raise BadUsage(str(exc)) from None
     return path.removeprefix("./"), int(line)
 
 

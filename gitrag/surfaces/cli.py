@@ -198,17 +198,20 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
 
     The chunk's own embedding and its terms are searched as a question's would be: a copy
     of a function under another name, code that does the same elsewhere, a sibling
-    implementation. PATH is repository-relative, LINE counts from 1.
+    implementation. PATH is repository-relative, LINE counts from 1. A name with a newline,
+    a quote or a byte that is not UTF-8 is printed quoted as git prints it ("a\\nb.py",
+    "caf\\351.py"), and PATH may be given so (copied from gitrag's output or git status).
 
     \b
     Examples:
       gitrag related src/app/retry.py:42
       gitrag related src/app/retry.py:42 --path src/ --lang python -k 5 --json
+      gitrag related '"docs/caf\\351.md":3'
     """
     from gitrag.surfaces.commands.related import related as run
 
     lang = _language(lang)
-    _exit(lambda: run(_text(location), repo, k, _repo_path(path), lang, tuple(_repo_path(g) for g in exclude),
+    _exit(lambda: run(_repo_path(location), repo, k, _repo_path(path), lang, tuple(_repo_path(g) for g in exclude),
                       as_json, worktree=not committed, offset=offset))
 
 

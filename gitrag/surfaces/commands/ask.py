@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gitrag.errors import EXIT_OK, GitragError
+from gitrag.git import quoting
 from gitrag.surfaces import output
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None
     for i, res in enumerate(r.results, r.offset + 1):
         via: tuple[Any, ...] = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
         via += ("  ", ("[work tree]", "yellow")) if res.source == "worktree" else ()
-        output.line((f"{i:>2}. {_printable(res.path)}:{res.start_line}-{res.end_line}", "bold"),
+        output.line((f"{i:>2}. {quoting.quote(res.path)}:{res.start_line}-{res.end_line}", "bold"),
                     f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
         if blames is not None and blames[i - 1 - r.offset] is not None:
             b = blames[i - 1 - r.offset]
@@ -270,7 +271,7 @@ def _print_files(r: AskResponse, catching_up: str | None = None, none: str = "no
         output.line(none)
     for i, hit in enumerate(r.files or [], 1):
         more = ("  ", (f"({hit.matches} matching chunks)", "dim")) if hit.matches > 1 else ()
-        output.line((f"{i:>2}. {_printable(hit.path)}", "bold"), "  ", (f"{hit.score:.4f}", "dim"), *more)
+        output.line((f"{i:>2}. {quoting.quote(hit.path)}", "bold"), "  ", (f"{hit.score:.4f}", "dim"), *more)
         for c in hit.chunks:
             output.line(f"      {c.start_line}-{c.end_line}  {_printable(c.symbol)}  ", (f"{c.score:.4f}", "dim"))
     _print_freshness(r, catching_up)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gitrag.errors import EXIT_OK, StoreError
+from gitrag.git import quoting
 from gitrag.index.store import SearchFilter
 from gitrag.index.workspace import open_workspace
 from gitrag.surfaces import output
@@ -41,8 +42,7 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
         return EXIT_OK
     here = data["located"]
     mark = "  [work tree]" if here.get("source") == "worktree" else ""
-    output.out.print(f"like {here['path']}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}",
-                     markup=False)
+    output.line(f"like {quoting.quote(here['path'])}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}")
     _print(routing.response_from_json(data))
     return EXIT_OK
 
@@ -62,11 +62,12 @@ def _repository_path(where: str, repo: str) -> str:
     root = routing.workdir(repo)
     if root is None:  # a bare repository: no work tree for a path to be relative to
         return where
-    if not os.path.isabs(where) and (root / where).exists():
+    on_disk = os.fsdecode(quoting.path_bytes(where))  # the index spells a byte that is not UTF-8 \xNN
+    if not os.path.isabs(on_disk) and os.path.lexists(root / on_disk):
         return where
-    here = Path(where) if os.path.isabs(where) else Path.cwd() / where
+    here = Path(on_disk) if os.path.isabs(on_disk) else Path.cwd() / on_disk
     try:
         rel = here.resolve().relative_to(root.resolve())
     except ValueError:  # outside the repository
         return where
-    return rel.as_posix() if here.exists() else where
+    return quoting.decode_path(os.fsencode(rel.as_posix())) if here.exists() else where
