@@ -457,9 +457,11 @@ def _repository_layer(path: Path, inside: Path) -> tuple[dict[str, object], str 
     warned once): the file is then ignored whole, so nothing half-read is used."""
     try:
         data, text = _read_toml(path, inside)
-        if USER_ONLY & set(data):
-            data = _without_user_only(path, data)
-        return {k: _coerce(k, v, f"setting {k!r} in {path}{_line_of(text, k)}") for k, v in data.items()}, None
+        values = {k: _coerce(k, v, f"setting {k!r} in {path}{_line_of(text, k)}") for k, v in data.items()
+                  if k not in USER_ONLY}
+        if USER_ONLY & set(data):  # said once the rest of the file is known to be usable
+            _without_user_only(path, data)
+        return values, None
     except ConfigError as exc:
         problem = f"{exc}".removesuffix("; fix or remove the file")
         problem += "; the file is ignored (defaults used) until it is fixed"

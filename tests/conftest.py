@@ -89,7 +89,7 @@ HAVE_TRANSFORMER = all(importlib.util.find_spec(m) for m in ("sentence_transform
 #: fire, killed syncs): they take most of the suite's time, so they are marked ``slow`` and
 #: ``scripts/test --fast`` leaves them out. CI runs the whole suite, these included.
 SLOW_MODULES = frozenset({
-    "test_cli", "test_daemon", "test_daemon_memory", "test_first_use", "test_fresh", "test_index_lock", "test_install",
+    "test_cli", "test_cli_logs", "test_config_broken", "test_daemon", "test_daemon_memory", "test_first_use", "test_fresh", "test_index_lock", "test_install",
     "test_json_contract", "test_light_queries", "test_mcp", "test_moved", "test_progress", "test_related",
     "test_reliability_agents", "test_reliability_embedder", "test_reliability_files", "test_reliability_integrity",
     "test_reliability_neighbours", "test_reliability_offline", "test_reliability_process", "test_reliability_readonly",

@@ -11,6 +11,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from gitrag import config, logs
 from tests.daemonutil import gitrag
 from tests.gitutil import Repo
@@ -66,3 +68,25 @@ def test_the_daemon_keeps_its_own_log_format() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     record = json.loads(proc.stderr)
     assert record["event"] == "w" and record["level"] == "warning" and "timestamp" in record
+
+
+def test_an_ollama_that_fails_some_inputs_warns_in_house_lines(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real HTTP server speaking Ollama's JSON refuses every batch holding one chunk (500):
+    gitrag retries, skips that input and says so; each warning is one ``gitrag: warning:``
+    line among the command's own output, none in structlog's format."""
+    from tests.ollama_stub import OllamaStub
+
+    repo.write("app.py", "def compute_invoice_total(items):\n    return sum(i.price for i in items)\n")
+    repo.write("bad.py", "def poisoned():\n    return 'POISONED_INPUT'\n")
+    repo.commit("first")
+    with OllamaStub() as stub:
+        stub.poison = "POISONED_INPUT"
+        for var, value in (("GITRAG_EMBEDDER", "ollama"), ("GITRAG_OLLAMA_MODEL", "all-minilm"),
+                           ("GITRAG_OLLAMA_HOST", stub.url), ("GITRAG_OLLAMA_TIMEOUT", "2")):
+            monkeypatch.setenv(var, value)
+        proc = gitrag("index", "--repo", str(repo.path), check=False)
+    lines = proc.stderr.splitlines()
+    assert any(line.startswith("gitrag: warning: ollama input skipped (") for line in lines), proc.stderr
+    assert all(line.startswith("gitrag: ") for line in lines), proc.stderr
+    assert "[warning" not in proc.stderr and "Z [" not in proc.stderr
+    assert "ollama input skipped" in logs.log_file().read_text()

@@ -25,6 +25,8 @@ BROKEN = [
     ("unknown key", "max_file_bytes = 100\n\nbatchsize = 8\n", "line 3", "unknown setting(s) batchsize"),
     ("unknown table", "[tuning]\nbatch_size = 8\n", "line 1", "unknown setting(s) tuning"),
     ("not UTF-8", b"max_file_bytes = 100\n# caf\xe9\n", "line 2", "not UTF-8 text"),
+    ("a user-only setting beside a bad one", 'ollama_host = "http://192.0.2.1"\nbatch_size = 0\n', "line 2",
+     "must be a whole number of texts greater than 0, got 0"),  # one line: the file is ignored whole
 ]
 
 
