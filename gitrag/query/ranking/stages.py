@@ -203,6 +203,7 @@ def boost_definitions(
     chunks_at: Callable[[DefinitionSite], list[Candidate]],
     project_names: Callable[[], frozenset[str]] | None = None,
     frame_sites: Callable[[], list[list[DefinitionSite]]] | None = None,
+    calls: bool = True,
 ) -> None:
     """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
     (in place; definition chunks that were not candidates join with the boost alone).
@@ -216,7 +217,9 @@ def boost_definitions(
     question or a back-quoted name still is). For a long
     question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
     frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
-    the failure happened there, and the fix is usually in the innermost frames."""
+    the failure happened there, and the fix is usually in the innermost frames. ``calls``: the
+    names a long question's pasted code calls (:attr:`Query.calls`) are looked up too, after
+    the names it writes as code, among the same ``LONG_MAX_IDENTIFIERS``."""
     top = top_score(cands)
     if top <= 0:
         return
@@ -230,6 +233,8 @@ def boost_definitions(
                if query.symbol_like or n.lower() not in project or f"`{n}" in query.text]
     wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
                if query.symbol_like or n.lower() not in project]
+    if calls:  # names the pasted code calls, after the names written as code (spelled exactly so)
+        wanted += [(n, True, EMBEDDED_FACTOR) for n in query.calls if n.lower() not in project]
     gains: dict[str, float] = {}
     chunks: dict[str, Candidate] = {}
     seen: set[str] = set()
