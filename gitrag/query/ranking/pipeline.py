@@ -20,7 +20,7 @@ from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
 #: Files a pasted text names (paths, code-host links, traceback frames) that join the
 #: candidates when no chunk of theirs is one, at most this many, in the order the path-match
-#: stage raises them (innermost frame first, then text order).
+#: stage raises them (links, then the innermost frame first, then text order).
 NAMED_FILES_JOIN = 5
 
 
@@ -39,8 +39,6 @@ def describe() -> dict[str, str]:
                          "is one code token",
         "definitions": f"chunks defining a name the question uses gain {_x(s.DEFINITION_BOOST)}x the top score "
                        f"(x{_x(s.DEFINITION_STEM_FACTOR)} in a file named so)",
-        "calls": f"names a pasted issue's code calls (latex(x)) are looked up as definitions too, after the names "
-                 f"it writes as code, within the first {s.LONG_MAX_IDENTIFIERS}",
         "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
                       "raise that file",
         "named-files": f"the files a long question names (paths, code-host links, frames) that no candidate is in "
@@ -181,7 +179,7 @@ def join_named_files(cands: dict[str, Candidate], query: Query, lookup: Lookup,
     look, whatever its other words match."""
     have = {c.path for c in cands.values()}
     frames = [f.path for f in reversed(query.frames)]
-    written = list(dict.fromkeys([*frames, *(p for p in query.paths if p not in set(frames))]))
+    written = list(dict.fromkeys([*(p for p, _ in query.links), *frames, *(p for p in query.paths if p not in set(frames))]))
     missing: list[str] = []
     for w in written:
         for path in lookup.known_paths(w):
@@ -236,8 +234,7 @@ def rank(
         history_prior.add_prior_candidates(cands, extra, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
-        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames,
-                                 calls="calls" not in off)
+        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
         if query.long and "named-files" not in off and hasattr(lookup, "file_candidates"):
             join_named_files(cands, query, lookup, lookup.file_candidates, weight)

@@ -112,7 +112,6 @@ class Query:
     paths: list[str] = field(default_factory=list)
     exceptions: list[str] = field(default_factory=list)
     links: list[tuple[str, int]] = field(default_factory=list)  # (path, line or 0) of code-host links to files
-    calls: list[str] = field(default_factory=list)  # names called in a long question's pasted code (``latex(x)``)
     dense_text: str = ""
     term_weights: dict[str, float] | None = None  # None: weight 1 per distinct term
     intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
@@ -160,26 +159,9 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
     ticks = [m.group(1).rstrip("()") for m in _BACKTICK.finditer(text)]
     q.identifiers = list(dict.fromkeys([*ticks, *query_identifiers(prose)]))
     q.capitalised = [w for w in capitalised_words(prose) if w not in q.exceptions]
-    q.calls = [c for c in code_calls(text) if c not in set(q.identifiers)]
     q.dense_text = _digest(text, q)
     q.term_weights = _term_weights(text, q)
     return q
-
-
-_CALL = re.compile(r"(?<![\w$])([A-Za-z_$][\w$]*)\s?\(")
-_CODE_LINE = re.compile(r"^\s*(?:>>>|\.\.\.|In \[\d*\]:)")
-
-
-def code_calls(text: str) -> list[str]:
-    """Names called in the pasted code of ``text`` (fenced blocks and REPL lines: ``>>>``,
-    ``In [n]:``), in order, without repeats: ``latex(expr)`` -> ``latex``; a method call
-    ``x.doit()`` gives ``doit``. A reproduction calls the API that misbehaves, and a
-    call's name is often the function the fix changes (or names its file), while in
-    prose a word before a parenthesis is English ("the output (see below)")."""
-    code = [m.group(1) for m in _FENCE.finditer(text)]
-    code += [ln for ln in text.splitlines() if _CODE_LINE.match(ln)]
-    out = [m.group(1) for block in code for m in _CALL.finditer(block)]
-    return [n for n in dict.fromkeys(out) if len(n) >= 3 and n != "Traceback"]
 
 
 def _without_frames(question: str, keep_trace_start: bool = False) -> str:

@@ -203,7 +203,6 @@ def boost_definitions(
     chunks_at: Callable[[DefinitionSite], list[Candidate]],
     project_names: Callable[[], frozenset[str]] | None = None,
     frame_sites: Callable[[], list[list[DefinitionSite]]] | None = None,
-    calls: bool = True,
 ) -> None:
     """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
     (in place; definition chunks that were not candidates join with the boost alone).
@@ -217,9 +216,7 @@ def boost_definitions(
     question or a back-quoted name still is). For a long
     question, ``frame_sites()`` gives, innermost traceback frame first, the definitions each
     frame ran in (in the indexed file it names); the n-th gains ``DEFINITION_BOOST / n``:
-    the failure happened there, and the fix is usually in the innermost frames. ``calls``: the
-    names a long question's pasted code calls (:attr:`Query.calls`) are looked up too, after
-    the names it writes as code, among the same ``LONG_MAX_IDENTIFIERS``."""
+    the failure happened there, and the fix is usually in the innermost frames."""
     top = top_score(cands)
     if top <= 0:
         return
@@ -233,8 +230,6 @@ def boost_definitions(
                if query.symbol_like or n.lower() not in project or f"`{n}" in query.text]
     wanted += [(n, True, EMBEDDED_FACTOR) for n in query.capitalised
                if query.symbol_like or n.lower() not in project]
-    if calls:  # names the pasted code calls, after the names written as code (spelled exactly so)
-        wanted += [(n, True, EMBEDDED_FACTOR) for n in query.calls if n.lower() not in project]
     gains: dict[str, float] = {}
     chunks: dict[str, Candidate] = {}
     seen: set[str] = set()
@@ -314,14 +309,17 @@ def _overlap(words: set[str], parts: set[str]) -> int:
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
     """Query words naming a file's stem or folder raise its chunks; for a long question,
-    files it names (frames, paths) raise theirs (in place). ``known_paths(written)`` maps a
-    path as written (``/usr/x/click/core.py``, ``core.py``) to indexed paths it ends with."""
+    files it names (code-host links, then frames innermost first, then paths) raise theirs
+    (in place). ``known_paths(written)`` maps a path as written (``/usr/x/click/core.py``, ``core.py``) to indexed paths it ends with."""
     top = top_score(cands)
     if top <= 0:
         return
     if query.long:
         named: dict[str, float] = {}
-        written = [f.path for f in reversed(query.frames)] + [p for p in query.paths if p not in {f.path for f in query.frames}]
+        # a code-host link first: the reporter points at the code they suspect, where a
+        # traceback's innermost frame is only where it failed (often in a library it called)
+        written = [p for p, _ in query.links] + [f.path for f in reversed(query.frames)] \
+            + [p for p in query.paths if p not in {f.path for f in query.frames}]
         for rank, w in enumerate(dict.fromkeys(written)):
             for path in known_paths(w):
                 named.setdefault(path, NAMED_FILE_BOOST * top / (1 + rank))
