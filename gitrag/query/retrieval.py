@@ -22,7 +22,9 @@ from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import Workspace
 from gitrag.query import callees, ranking, worktree
 from gitrag.query.file_results import CANDIDATES_PER_FILE, rank_files
+from gitrag.query.ranking import multi, parts
 from gitrag.query.ranking.pieces import merge_pieces
+from gitrag.query.ranking.query import DENSE_CHARS
 from gitrag.query.results import AskResponse, Freshness, Result
 
 MODES = ("hybrid", "dense", "sparse")
@@ -208,19 +210,38 @@ def _ranked(
         unknown.extend(i for i in ids if i not in got)
         return got
 
-    cands = candidates(dense_hits, sparse_hits, top, payloads=known)
+    part_lists = _part_lists(ws, coll, view, query, scope) if overlay is None and "multi-query" not in off else []
+    extra = [i for ids in part_lists for i in ids[:multi.PART_TOP]]
+    cands = candidates(dense_hits, sparse_hits, top, payloads=known, extra=extra)
     check_known(ws, row, unknown)
     if overlay is None:  # the lists as read, for the files the history prior adds (gitrag.query.ranking.history_prior)
         lookup.deep = ({h.id: float(h.score) for h in dense_hits}, {h.id: float(h.score) for h in sparse_hits})
+        lookup.parts = part_lists
     ranked = ranking.rank(query, cands, k, lookup, off)
     if dense_scores is not None:
         dense_scores.update((h.id, float(h.score)) for h in dense_hits if not (overlay is not None and overlay.owns(h.id)))
     return [_from_payload(c.key, c.payload, c.score) for c in ranked]
 
 
+def _part_lists(ws: Workspace, coll: str, view: Any, query: ranking.Query, scope: SearchFilter | None,
+                ) -> list[list[str]]:
+    """Point ids, best first, of each part of a pasted question (gitrag.query.ranking.multi): its
+    dense and its sparse list, ``multi.PART_DEPTH`` deep; [] for a typed question."""
+    out: list[list[str]] = []
+    for text in multi.part_texts(query):
+        vec = ws.embedder.embed_query(text[:DENSE_CHARS])
+        out.append([h.id for h in ws.store.search(coll, dense=vec, sparse=None, limit=multi.PART_DEPTH, scope=scope,
+                                                   branch=view, with_payload=False)])
+        terms = sparse.query_vector(text, parts.weights(text))
+        if terms.indices:
+            out.append([h.id for h in ws.store.search(coll, dense=None, sparse=terms, limit=multi.PART_DEPTH,
+                                                       scope=scope, branch=view, with_payload=False)])
+    return out
+
+
 def candidates(
     dense_hits: list[Hit], sparse_hits: list[Hit], top: int,
-    payloads: Callable[[list[str]], dict[str, dict[str, Any]]] | None = None,
+    payloads: Callable[[list[str]], dict[str, dict[str, Any]]] | None = None, extra: list[str] | None = None,
 ) -> list[ranking.Candidate]:
     """The chunks in the first ``top`` of either list (best-first hits, read deeper than
     ``top``), dense list first, each with its raw score from both lists wherever the list
@@ -230,10 +251,12 @@ def candidates(
     Payloads come from the hits, or, given ``payloads`` (point ids -> ``{id: payload}``,
     as :meth:`gitrag.index.store.base.Store.payloads`), from one call for the candidates' ids,
     for lists read without payloads; a candidate whose point is gone by then (deleted
-    by a sync between the two requests) is left out."""
+    by a sync between the two requests) is left out. ``extra``: more point ids to take (the
+    parts' lists of a pasted question), with their scores from the two lists where they hold
+    them (``payloads`` required)."""
     dense_of = {h.id: float(h.score) for h in dense_hits}
     sparse_of = {h.id: float(h.score) for h in sparse_hits}
-    ids = list(dict.fromkeys(h.id for h in dense_hits[:top] + sparse_hits[:top]))
+    ids = list(dict.fromkeys([*(h.id for h in dense_hits[:top] + sparse_hits[:top]), *(extra or ())]))
     payload_of: dict[str, dict[str, Any]] = {}
     if payloads is None:
         for hit in dense_hits[:top] + sparse_hits[:top]:
@@ -258,6 +281,7 @@ class _Lookup:
         self.ws, self.branch, self.scope = ws, branch, scope
         self._points: dict[str, list[Any]] = {}
         self.deep: tuple[dict[str, float], dict[str, float]] = ({}, {})  # {id: score} of the dense, sparse list
+        self.parts: list[list[str]] = []  # ids, best first, of each list of a pasted question's parts (multi-query)
 
     def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
         found = symbols.find_definitions(self.ws, name, branch=self.branch)

@@ -1,21 +1,27 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
-Order: fusion (dense weight by query type) -> the similar fixes' files join -> definitions -> path match -> imported
-modules -> coherence -> path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix
-prior -> greedy top-k with file saturation. Each stage can be switched off by name
+Order: fusion (dense weight by query type) -> a pasted issue's parts' lists fused in (multi-query) -> the
+similar fixes' files join -> definitions -> named files join -> path match -> imported modules -> coherence ->
+path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix prior -> greedy
+top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, modules, restated, stages
+from gitrag.query.ranking import history_prior, modules, multi, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
+
+#: Files a pasted text names (paths, code-host links, traceback frames) that join the
+#: candidates when no chunk of theirs is one, at most this many, in the order the path-match
+#: stage raises them (links, then the innermost frame first, then text order).
+NAMED_FILES_JOIN = 5
 
 
 def _x(value: float) -> str:
@@ -35,6 +41,8 @@ def describe() -> dict[str, str]:
                        f"(x{_x(s.DEFINITION_STEM_FACTOR)} in a file named so)",
         "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
                       "raise that file",
+        "named-files": f"the files a long question names (paths, code-host links, frames) that no candidate is in "
+                       f"join the candidates (at most {NAMED_FILES_JOIN}), for path-match to raise",
         "modules": "a pasted issue's Python imports (from a.b.c import x) raise files in and near those modules "
                    f"by {_x(modules.MODULE_BOOST)}x top x the share of the package path they share",
         "coherence": f"each file's best chunk gains {_x(s.COHERENCE)}x top score by the file's share of the "
@@ -51,6 +59,9 @@ def describe() -> dict[str, str]:
                  f"x(1 - {_x(1 - s.TEST_ROLE_PRIOR)} x share), unless asked for",
         "saturation": f"the n-th further chunk of one file is scaled by {_x(s.SATURATION_DECAY)}^n in the greedy "
                       "top-k, unless the question names it",
+        "multi-query": f"a pasted issue's parts (title, prose, up to {multi.parts.MAX_CODE_PARTS} code blocks) are "
+                       f"searched on their own; their lists' reciprocal-rank fusion is {_x(multi.PART_WEIGHT)} of the "
+                       f"fused score, each list's top {multi.PART_TOP} join the candidates",
         "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
         "history": f"files changed by past commits whose messages resemble the question x(1 + {_x(h.STRENGTH)} x "
                    "share), share <= 1 (similar fixes)",
@@ -157,6 +168,38 @@ def frame_sites(query: Query, lookup: Lookup) -> list[list[DefinitionSite]]:
     return out
 
 
+def join_named_files(cands: dict[str, Candidate], query: Query, lookup: Lookup,
+                     file_candidates: Callable[[list[str]], list[Candidate]], dense_weight: float) -> None:
+    """The indexed files a long question names that no candidate is in join the candidates (in
+    place), so the path-match stage can raise them: with their chunks that the dense or the
+    sparse list returned at any depth read (``file_candidates(paths)``), scored as the
+    candidates are; a file neither list reached joins with its first chunk, scored 0. A
+    code-host link's ``#L`` line brings the chunk holding that line in too (the code the
+    reporter points at). An issue that links or names a file of the repository says where to
+    look, whatever its other words match."""
+    have = {c.path for c in cands.values()}
+    frames = [f.path for f in reversed(query.frames)]
+    written = list(dict.fromkeys([*(p for p, _ in query.links), *frames, *(p for p in query.paths if p not in set(frames))]))
+    missing: list[str] = []
+    for w in written:
+        for path in lookup.known_paths(w):
+            if path not in have and path not in missing:
+                missing.append(path)
+    missing = missing[:NAMED_FILES_JOIN]
+    lines = [(path, line) for w, line in query.links if line for path in lookup.known_paths(w)]
+    if not missing and not lines:
+        return
+    extra = file_candidates(missing) if missing else []
+    history_prior.add_prior_candidates(cands, extra, dense_weight)
+    reached = {c.path for c in extra}
+    sites = [DefinitionSite(p, p, 1) for p in missing if p not in reached]
+    sites += [DefinitionSite(p, p, line) for p, line in lines]
+    for site in sites:
+        for chunk in lookup.chunks_at(site)[:1]:
+            if chunk.key not in cands:
+                cands[chunk.key] = replace(chunk, score=0.0)
+
+
 def check(disabled: Collection[str]) -> frozenset[str]:
     """``disabled`` as a set; ValueError naming an unknown stage."""
     unknown = sorted(set(disabled) - set(STAGES))
@@ -182,6 +225,9 @@ def rank(
         return []
     weight = stages.DENSE_WEIGHT_SYMBOL if query.symbol_like and "query-weights" not in off else stages.DENSE_WEIGHT
     stages.fuse(cands, weight)
+    part_lists = getattr(lookup, "parts", None)
+    if part_lists and "multi-query" not in off:  # a pasted issue's parts, each searched on its own
+        multi.fuse_parts(cands, part_lists)
     prior = lookup.history_prior(query) if "history" not in off and hasattr(lookup, "history_prior") else {}
     if prior and "history-files" not in off and hasattr(lookup, "file_candidates"):  # similar fixes' files join on their own chunks' scores
         extra = lookup.file_candidates(history_prior.prior_files(prior, (c.path for c in cands.values())))
@@ -190,6 +236,8 @@ def rank(
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
     if "path-match" not in off:
+        if query.long and "named-files" not in off and hasattr(lookup, "file_candidates"):
+            join_named_files(cands, query, lookup, lookup.file_candidates, weight)
         stages.boost_path_match(cands, query, lookup.known_paths)
     if "modules" not in off:
         modules.boost_modules(cands, query, lookup.known_paths)

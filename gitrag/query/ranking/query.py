@@ -48,6 +48,11 @@ _SYMBOL_QUERY = re.compile(
 )
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|go|rs|java|kt|rb|c|h|cc|cpp|"
                    r"hpp|cs|php|swift|scala|lua|sh|md|rst|toml|cfg|ini|ya?ml|json))(?![\w/])")
+#: A link to a file of a repository on a code host, as issues quote the code they mean
+#: (``https://github.com/o/r/blob/<ref>/pylint/__init__.py#L99``): the path after the ref,
+#: and the line of an ``#L`` anchor.
+_LINK = re.compile(r"https?://(?:www\.)?(?:github\.com|gitlab\.com|bitbucket\.org)/[\w.-]+/[\w.-]+/(?:-/)?"
+                   r"(?:blob|tree|src)/[^/\s]+/([^\s#?)\]\"'>`]+)(?:#L(\d+))?")
 _EXCEPTION = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt))\b")
 _WORDS = re.compile(r"\S+")
 
@@ -106,6 +111,7 @@ class Query:
     frames: list[Frame] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     exceptions: list[str] = field(default_factory=list)
+    links: list[tuple[str, int]] = field(default_factory=list)  # (path, line or 0) of code-host links to files
     dense_text: str = ""
     term_weights: dict[str, float] | None = None  # None: weight 1 per distinct term
     intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
@@ -140,7 +146,9 @@ def analyse(question: str, *, long_questions: bool = True) -> Query:
         return q
     q.long = True
     q.frames = traces.frames(question)
-    q.paths = list(dict.fromkeys([*(f.path for f in q.frames), *(m.group(1) for m in _PATH.finditer(question))]))
+    q.links = list(dict.fromkeys((m.group(1).rstrip(".,;:"), int(m.group(2) or 0)) for m in _LINK.finditer(question)))
+    q.paths = list(dict.fromkeys([*(f.path for f in q.frames), *(p for p, _ in q.links),
+                                  *(m.group(1) for m in _PATH.finditer(question))]))
     q.exceptions = list(dict.fromkeys([*_raised(question), *_EXCEPTION.findall(question)]))
     # names in a traceback's frame and code lines are the call path, handled as frames; the
     # prose around it (and back-quoted names anywhere) says what the question is about

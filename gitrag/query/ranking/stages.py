@@ -309,14 +309,17 @@ def _overlap(words: set[str], parts: set[str]) -> int:
 
 def boost_path_match(cands: dict[str, Candidate], query: Query, known_paths: Callable[[str], list[str]]) -> None:
     """Query words naming a file's stem or folder raise its chunks; for a long question,
-    files it names (frames, paths) raise theirs (in place). ``known_paths(written)`` maps a
-    path as written (``/usr/x/click/core.py``, ``core.py``) to indexed paths it ends with."""
+    files it names (code-host links, then frames innermost first, then paths) raise theirs
+    (in place). ``known_paths(written)`` maps a path as written (``/usr/x/click/core.py``, ``core.py``) to indexed paths it ends with."""
     top = top_score(cands)
     if top <= 0:
         return
     if query.long:
         named: dict[str, float] = {}
-        written = [f.path for f in reversed(query.frames)] + [p for p in query.paths if p not in {f.path for f in query.frames}]
+        # a code-host link first: the reporter points at the code they suspect, where a
+        # traceback's innermost frame is only where it failed (often in a library it called)
+        written = [p for p, _ in query.links] + [f.path for f in reversed(query.frames)] \
+            + [p for p in query.paths if p not in {f.path for f in query.frames}]
         for rank, w in enumerate(dict.fromkeys(written)):
             for path in known_paths(w):
                 named.setdefault(path, NAMED_FILE_BOOST * top / (1 + rank))
