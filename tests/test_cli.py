@@ -249,7 +249,8 @@ def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> No
     repo.commit("odd name")
     gitrag("index", cwd=repo.path)
     out = gitrag("ask", "newline_named", "-k", "1", cwd=repo.path).stdout
-    assert "we\\nird.py:1-2" in out.splitlines()[0]
+    # quoted as git quotes it (`git ls-files`): C escapes inside double quotes
+    assert '"we\\nird.py":1-2' in out.splitlines()[0]
 
 
 def test_ask_exclude_and_files(project: Repo) -> None:
