@@ -7,9 +7,12 @@ Tables:
   facts: author, e-mail, author time (s, UTC) and offset (min), message, parents, the
   paths changed against the first parent (JSON ``[[status, path, old_path], ...]``) and
   their count.
-- ``commit_text``: an FTS5 table, rowid = ``commits.id``, of the message's and the paths'
-  code-aware terms (:func:`gitrag.index.sparse.terms`: identifiers whole and split, stems), ranked
-  by FTS5's BM25.
+- ``commit_text``: a contentless FTS5 table (``content=''``: the index and each row's term
+  counts only; its text is never read back, the messages are in ``commits``), rowid =
+  ``commits.id``, of the message's and the paths' code-aware terms
+  (:func:`gitrag.index.sparse.terms`: identifiers whole and split, stems), ranked by FTS5's
+  BM25. Format 2 kept the terms' text too (a third of the file); a format-2 file is converted
+  in place (its rows copied into the contentless table: the same index, so the same ranks).
 - ``commit_paths``: (path, commit) for ``--path`` filters and per-file change counts.
 - ``heads`` / ``reach``: per branch, the head its history was read to and the commits
   reachable from it (read newest first within a time budget per sync, see
@@ -52,7 +55,7 @@ from gitrag.index.vector_cache import is_malformed
 if TYPE_CHECKING:
     from gitrag.index.workspace import Workspace
 
-FORMAT = "2"  # another format is dropped and read again (derived data)
+FORMAT = "3"  # format 2 is converted in place; another format is dropped and read again (derived data)
 #: At most this many commits per branch are indexed (newest first); older ones never are.
 MAX_COMMITS = 100_000
 BATCH = 500  # commits per transaction
@@ -71,7 +74,8 @@ CREATE TABLE IF NOT EXISTS commits(
     files TEXT NOT NULL, n_files INTEGER NOT NULL, ctime INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS commit_paths(path TEXT NOT NULL, commit_id INTEGER NOT NULL,
     PRIMARY KEY(path, commit_id)) WITHOUT ROWID;
-CREATE VIRTUAL TABLE IF NOT EXISTS commit_text USING fts5(message, paths, tokenize="unicode61 tokenchars '_.$'");
+CREATE VIRTUAL TABLE IF NOT EXISTS commit_text USING fts5(message, paths, content='',
+    tokenize="unicode61 tokenchars '_.$'");
 CREATE TABLE IF NOT EXISTS heads(branch TEXT PRIMARY KEY, head TEXT NOT NULL, frontier TEXT NOT NULL,
     commits INTEGER NOT NULL, complete INTEGER NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS reach(branch TEXT NOT NULL, commit_id INTEGER NOT NULL,
@@ -160,10 +164,45 @@ class HistoryIndex:
                         path=str(self.path), error=str(exc))
             row = None
             self.db = sqlite3.connect(":memory:")
+        if row is not None and row[0] == "2":
+            row = self._convert_format2()
         if row is None or row[0] != FORMAT:
             self.db.close()
             discard(self.path.parent)
             self.db = self._open()
+
+    def _convert_format2(self) -> tuple[str] | None:
+        """Copy a format-2 file's FTS rows into a contentless table in place of its own (one
+        transaction; then VACUUM gives the text's pages back). Returns the format row after
+        it, None when the copy failed (the caller then discards the file: derived data)."""
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("2",):
+                    db.execute("DROP TABLE IF EXISTS temp.commit_vocab")
+                    db.execute("CREATE VIRTUAL TABLE commit_text3 USING fts5(message, paths, content='', "
+                               "tokenize=\"unicode61 tokenchars '_.$'\")")
+                    db.execute("INSERT INTO commit_text3(rowid, message, paths) SELECT rowid, message, paths "
+                               "FROM commit_text")
+                    db.execute("DROP TABLE commit_text")
+                    db.execute("ALTER TABLE commit_text3 RENAME TO commit_text")
+                    db.execute("UPDATE meta SET value=? WHERE key='format'", (FORMAT,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.commit_vocab USING fts5vocab(main, commit_text, 'row')")
+            try:  # the text's pages back to the file system (best effort: another process may read)
+                db.execute("VACUUM")
+            except sqlite3.OperationalError:
+                pass
+            log.info("history.db converted to format 3 (contentless text index)", path=str(self.path))
+            return db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            log.warning("history.db could not be converted: read again", path=str(self.path), error=str(exc))
+            return None
 
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

@@ -496,7 +496,7 @@ class Indexer:
             for i in range(0, len(todo), batch):
                 part = todo[i : i + batch]
                 got, failed = _embed(emb, [t for _, t in part], [self._spans.pop(h, None) for h, _ in part])
-                # as the cache keeps them (float16): the same point whether embedded now or read back
+                # as the cache keeps them (int8 and a scale): the same point whether embedded now or read back
                 fresh = {h: stored_form(got[j]) for j, (h, _) in enumerate(part) if j not in failed}
                 pending.update(fresh)
                 if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:

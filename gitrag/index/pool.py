@@ -148,7 +148,7 @@ def _init(repo_path: str, settings: Settings, cache_path: str, variant: str, fin
 
 
 def _cached(table: str, hashes: list[str], context: str) -> set[str]:
-    """The chunk hashes the vector cache (gitrag.index.vector_cache, format 2) has a row for:
+    """The chunk hashes the vector cache (gitrag.index.vector_cache) has a row for:
     ``table`` "vectors" with ``context`` the embedder fingerprint, "sparse" with it the
     sparse-term version. Presence only: the parent reads the rows through VectorCache,
     which checks their digests (a bad row is dropped there and embedded again)."""
@@ -213,7 +213,7 @@ def process(work: FileWork) -> FileResult:
         except Exception:  # noqa: BLE001 - the sync embeds them again, and reports what fails
             return result
         skip = set(failed)
-        # as the cache keeps them (float16): the same point whether embedded here, in the sync or read back
+        # as the cache keeps them (int8 and a scale): the same point whether embedded here, in the sync or read back
         result.vectors = {h: stored_form(vecs[j]) for j, h in enumerate(todo) if j not in skip}
     return result
 

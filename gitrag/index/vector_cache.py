@@ -1,37 +1,46 @@
 """The vector cache shared by every repository of one user: ``<data root>/cache.db``.
 
-Format 2 (this module). Two rowid tables, each row small enough to live in its B-tree page
-(a rowid table keeps up to 4,061 bytes of a row in a 4 KB page; the format-1 ``WITHOUT
-ROWID`` rows of 1 KB float32 vectors passed the 1,002-byte limit of such a table, so each
-had a 4 KB overflow page of its own):
+Format 3 (this module). Two rowid tables, each row small enough to live in its B-tree page:
 
-- ``vectors``: (key, fingerprint id) -> float16 dense vector, with ``digest``. ``key`` is
-  the chunk SHA-256 as 32 raw bytes, or the UTF-8 text of another key (``path:<sha>``).
-  A 256-dim vector is 512 bytes: the bundled static model's weights are float16 already,
-  and the loss on retrieval is measured in BENCHMARKS.md ("Vector cache format").
-- ``sparse``: (key, sparse-term version) -> indices (uint32) and values (float32), packed,
-  with ``digest``.
+- ``vectors``: (key, fingerprint id) -> dense vector, with ``digest``. ``key`` is the chunk
+  SHA-256 as 32 raw bytes, or the UTF-8 text of another key (``path:<sha>``). A vector is
+  kept as int8 with one scale per row (symmetric per-row quantisation, :func:`quantize`):
+  a float32 scale ``s`` (4 bytes) then ``q`` (int8, one byte a dimension), the vector being
+  ``q * s``; a 256-dim vector is 260 bytes (format 2: float16, 512). ``s`` has four
+  significant bits, so every ``q * s`` is exact in float16 (the embedded store's layout
+  keeps the vector it is given bit for bit) and quantising ``q * s`` again gives ``q`` and
+  ``s`` back (the indexer writes :func:`stored_form` vectors: the same point whether its
+  chunk was embedded now or read back). The loss on retrieval is measured in BENCHMARKS.md
+  ("Disk per chunk").
+- ``sparse``: (key, sparse-term version) -> the packed vector (:func:`pack_sparse`), with
+  ``digest``: the term ids (uint32) and each term's count in the chunk (uint8, or uint16
+  when a count passes 255), from which the BM25 weights of gitrag.index.sparse are computed
+  again bit for bit (float32, as format 2 kept them); a vector the counts cannot give back
+  exactly (two terms of one CRC-32, another weighting) keeps its float32 weights.
 - ``signatures``: point id (16 bytes) -> its vector signature (``vsig``, six float64, see
   gitrag.index.integrity), with the point's chunk key (for :meth:`VectorCache.gc`) and
   ``digest``. Point ids are bound to their content (pipeline, embedder, path, blob, byte
   range, chunk), so a point's signature never changes: the per-query check reads it here
   by primary key instead of from the store's payload (a payload read was most of the check's
-  time). Added to format 2 without a format change: a cache without the table (or one that
-  cannot be written) has no signatures, and the check reads the store's.
+  time). A cache without the table (or one that cannot be written) has no signatures, and
+  the check reads the store's.
 - ``fingerprints``: embedder fingerprint <-> a small integer (the rows name the integer).
-- ``meta``: ``format`` = ``2``.
+- ``meta``: ``format`` = ``3``.
 
 Every row carries ``digest`` = BLAKE2b-64 of its key (the chunk SHA-256 text), its
-embedder fingerprint (or sparse version) and its bytes. A read checks it: a row that fails
-(a flipped byte, a truncated blob, the vector of another chunk) is not returned, is
+embedder fingerprint (or sparse version) and its stored bytes. A read checks it: a row that
+fails (a flipped byte, a truncated blob, the vector of another chunk) is not returned, is
 deleted, and is counted in :attr:`VectorCache.dropped`; its chunk is then a cache miss, so
 the caller embeds it again. A file SQLite cannot read at all ("database disk image is
 malformed") is moved aside (``cache.db.damaged-<time>``, then deleted) and an empty cache
 takes its place: everything in it is derived, so nothing is lost but embedding time.
 
-A format-1 cache (no ``meta``; ``vectors(hash, fingerprint, vec float32)``) is converted
-on open, in one transaction, every vector kept (rounded to float16), so an upgrade embeds
-nothing again.
+Older caches are converted on open, in one transaction, every vector kept, so an upgrade
+embeds nothing again: format 2 (float16 vectors, float32 sparse weights) in place, each row
+quantised and packed again with a new digest (a row that fails its old digest is dropped,
+a miss); format 1 (no ``meta``; ``vectors(hash, fingerprint, vec float32)``) into new
+tables. The points already in a store keep the vectors they were written with (their
+signatures hold); a collection rebuilt from the cache gets the int8 forms.
 
 WAL mode and a 30 s busy timeout, so several processes (daemon, CLI) read and write it at
 once; writes are upserts of deterministic values, so concurrent writers never conflict.
@@ -57,8 +66,11 @@ from gitrag.index.records import SparseVec
 
 log = structlog.get_logger("gitrag.index.vector_cache")
 
-FORMAT = "2"
-DTYPE = np.float16  # how dense vectors are kept
+FORMAT = "3"
+#: How dense vectors are kept: "int8" (shipped); "float16" or "float32" only for measuring
+#: the loss (bench/bench_disk.py recall sets it in the process it runs).
+DENSE = "int8"
+_QMAX = 127
 _PART = 500  # keys per SELECT ... IN (...)
 SIGNATURES_MEMO = 1_000_000  # checked signature rows a process keeps (~150 bytes each)
 
@@ -81,16 +93,97 @@ _SIG_CONTEXT = "vsig"
 _MALFORMED = ("malformed", "not a database", "file is encrypted", "corrupt")
 
 
+def _grid_up(x: np.ndarray) -> np.ndarray:
+    """float64 (n,): the smallest number of four significant bits (``m * 2**e``, m < 16)
+    at least ``x`` (> 0)."""
+    frac, exp = np.frexp(x)  # x = frac * 2**exp, frac in [0.5, 1)
+    return np.ldexp(np.ceil(frac * 16.0), exp - 4)
+
+
+def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(q int8 (n, dim), s float32 (n,)): each row as ``q * s`` with |q| <= 127 and ``s`` the
+    smallest four-significant-bit number >= max|row| / 127, or, for a row that already is
+    ``q * s'`` exactly with such an ``s'`` a few steps above (a :func:`stored_form` vector
+    given back), that ``s'``: quantising a quantised vector changes nothing. A zero row
+    has s = 0."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    m64 = m.astype(np.float64)
+    amax = np.abs(m64).max(axis=1) if m.shape[1] else np.zeros(m.shape[0])
+    zero = ~(amax > 0) | ~np.isfinite(amax)
+    first = _grid_up(np.where(zero, 1.0, amax) / _QMAX)
+    scale = first.copy()
+    unsettled = ~zero
+    step = first
+    for _ in range(4):  # an exact q * s' given back: s' is within 127/111 of the first step
+        x = m64[unsettled] / step[unsettled, None]
+        exact = (x == np.rint(x)).all(axis=1) & (np.abs(x) <= _QMAX).all(axis=1)
+        rows = np.flatnonzero(unsettled)[exact]
+        scale[rows] = step[rows]
+        unsettled[rows] = False
+        if not unsettled.any():
+            break
+        step = _grid_up(step * (1.0 + 2.0**-6))
+    scale = np.where(zero, 0.0, scale)
+    q = np.clip(np.rint(m64 / np.where(zero, 1.0, scale)[:, None]), -_QMAX, _QMAX)
+    q = np.where(zero[:, None], 0, q).astype(np.int8)
+    return q, scale.astype(np.float32)
+
+
+def encode_vector(vector: np.ndarray) -> bytes:
+    """The stored bytes of one dense vector (see the module doc: float32 scale, int8 values)."""
+    if DENSE != "int8":
+        return np.asarray(vector, dtype=np.float32).astype(DENSE).tobytes()
+    q, s = quantize(vector)
+    return s.tobytes() + q.tobytes()
+
+
+def encode_vectors(vectors: list[np.ndarray]) -> list[bytes]:
+    """:func:`encode_vector` of each (one quantisation product per dimension)."""
+    if DENSE != "int8":
+        return [encode_vector(v) for v in vectors]
+    out: list[bytes] = [b""] * len(vectors)
+    by_dim: dict[int, list[int]] = {}
+    for i, v in enumerate(vectors):
+        by_dim.setdefault(int(np.size(v)), []).append(i)
+    for rows in by_dim.values():
+        q, s = quantize(np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in rows]))
+        for j, i in enumerate(rows):
+            out[i] = s[j].tobytes() + q[j].tobytes()
+    return out
+
+
+def decode_vector(data: bytes) -> np.ndarray:
+    """float32 (dim,) of stored bytes; ValueError when they cannot be a vector."""
+    if DENSE != "int8":
+        size = np.dtype(DENSE).itemsize
+        if not data or len(data) % size:
+            raise ValueError("a dense vector of the wrong length")
+        return np.frombuffer(data, dtype=DENSE).astype(np.float32)
+    if len(data) < 5:
+        raise ValueError("a dense vector of the wrong length")
+    s = np.frombuffer(data[:4], dtype=np.float32)[0]
+    return np.frombuffer(data[4:], dtype=np.int8).astype(np.float32) * s
+
+
 def stored_form(vector: np.ndarray) -> np.ndarray:
-    """float32 (dim,): ``vector`` as the cache gives it back (rounded to float16). The
-    indexer uses this form for what it has just embedded too, so a point's vector is the
+    """float32 (dim,): ``vector`` as the cache gives it back (int8 with a per-row scale).
+    The indexer uses this form for what it has just embedded too, so a point's vector is the
     same whether its chunk was embedded now or read from the cache."""
-    return np.asarray(vector, dtype=np.float32).astype(DTYPE).astype(np.float32)
+    return decode_vector(encode_vector(vector))
 
 
-def digest(key: str, context: str, data: bytes) -> bytes:
-    """8 bytes: BLAKE2b of the chunk key, the fingerprint (or sparse version) and the bytes."""
-    h = hashlib.blake2b(digest_size=8, person=b"gitrag-cache2")
+_PERSON = b"gitrag-cache3"  # vectors and sparse rows of format 3
+_PERSON2 = b"gitrag-cache2"  # format 2's rows, and the signatures (unchanged since format 2)
+
+
+def digest(key: str, context: str, data: bytes, person: bytes = _PERSON) -> bytes:
+    """8 bytes: BLAKE2b of the chunk key, the fingerprint (or sparse version) and the stored
+    bytes. Format 3's vector and sparse rows are personalised apart from format 2's, so a row
+    a gitrag of format 2 still running writes after the conversion fails its digest (a miss)
+    instead of being read as int8."""
+    h = hashlib.blake2b(digest_size=8, person=person)
     h.update(key.encode("utf-8", "surrogatepass"))
     h.update(b"\0")
     h.update(context.encode("utf-8", "surrogatepass"))
@@ -115,21 +208,93 @@ def decode_key(raw: bytes) -> str:
     return raw.hex() if len(raw) == 32 else bytes(raw).decode("utf-8", "surrogatepass")
 
 
-def pack_sparse(vec: SparseVec) -> bytes:
+_SPARSE_FLOAT, _SPARSE_U8, _SPARSE_U16 = 0, 1, 2
+
+
+def _bm25(counts: np.ndarray) -> np.ndarray:
+    """float64 (n,): gitrag.index.sparse.document_vector's weights of these term counts
+    (the same float64 operations)."""
+    from gitrag.index import sparse
+
+    dl = float(counts.sum()) or 1.0
+    norm = sparse.K1 * (1 - sparse.B + sparse.B * dl / sparse.AVGDL)
+    return counts * (sparse.K1 + 1) / (counts + norm)
+
+
+def _counts_of(values: np.ndarray) -> np.ndarray | None:
+    """The term counts whose BM25 weights (:func:`_bm25`, rounded to float32) are ``values``
+    (float32) exactly, or None. A weight is tf / (tf + norm) times a constant: the counts are
+    proportional to ``w / (k1 + 1 - w)``, the smallest being 1, 2, 3 or 4."""
+    from gitrag.index import sparse
+
+    if values.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    w = values.astype(np.float64)
+    top = sparse.K1 + 1
+    if not ((w > 0) & (w < top)).all():
+        return None
+    r = w / (top - w)
+    low = float(r.min())
+    for smallest in (1.0, 2.0, 3.0, 4.0):
+        counts = np.rint(r * (smallest / low))
+        if counts.min() < 1 or counts.max() > 65535:
+            continue
+        if np.array_equal(_bm25(counts).astype(np.float32), values):
+            return counts
+    return None
+
+
+def pack_sparse(vec: SparseVec, version: str | None = None) -> bytes:
+    """The stored bytes of a sparse vector: a kind byte, the term count (uint32), the term
+    ids (uint32), then the terms' counts (uint8 or uint16) when ``version`` is the current
+    sparse-term version and the counts give the weights back exactly (as float32), else the
+    float32 weights."""
+    from gitrag.index import sparse
+
     n = len(vec.indices)
-    return (np.uint32(n).tobytes() + np.asarray(vec.indices, dtype=np.uint32).tobytes()
-            + np.asarray(vec.values, dtype=np.float32).tobytes())
+    ids = np.asarray(vec.indices, dtype=np.uint32).tobytes()
+    values = np.asarray(vec.values, dtype=np.float32)
+    counts = _counts_of(values) if version == sparse.VERSION else None
+    if counts is None:
+        return bytes([_SPARSE_FLOAT]) + np.uint32(n).tobytes() + ids + values.tobytes()
+    if counts.size == 0 or counts.max() <= 255:
+        return bytes([_SPARSE_U8]) + np.uint32(n).tobytes() + ids + counts.astype(np.uint8).tobytes()
+    return bytes([_SPARSE_U16]) + np.uint32(n).tobytes() + ids + counts.astype("<u2").tobytes()
 
 
-def unpack_sparse(data: bytes) -> SparseVec:
-    """Raises ValueError when ``data`` is not a packed sparse vector (its digest passed, so
-    only a bug gets here)."""
+def unpack_sparse(data: bytes, version: str | None = None) -> SparseVec:
+    """The sparse vector of :func:`pack_sparse`'s bytes (weights as float32 values). Raises
+    ValueError when ``data`` is not one (its digest passed, so only a bug gets here), or
+    holds counts of another sparse-term ``version`` than this code's."""
+    from gitrag.index import sparse
+
+    if len(data) < 5 or data[0] not in (_SPARSE_FLOAT, _SPARSE_U8, _SPARSE_U16):
+        raise ValueError("not a packed sparse vector")
+    kind = data[0]
+    n = int(np.frombuffer(data[1:5], dtype=np.uint32)[0])
+    width = {_SPARSE_FLOAT: 4, _SPARSE_U8: 1, _SPARSE_U16: 2}[kind]
+    if len(data) != 5 + (4 + width) * n:
+        raise ValueError("packed sparse vector of the wrong length")
+    idx = np.frombuffer(data[5 : 5 + 4 * n], dtype=np.uint32)
+    rest = data[5 + 4 * n :]
+    if kind == _SPARSE_FLOAT:
+        vals = np.frombuffer(rest, dtype=np.float32)
+    else:
+        if version != sparse.VERSION:
+            raise ValueError(f"sparse counts of version {version}, this code weighs version {sparse.VERSION}")
+        counts = np.frombuffer(rest, dtype=np.uint8 if kind == _SPARSE_U8 else "<u2").astype(np.float64)
+        vals = _bm25(counts).astype(np.float32)
+    return SparseVec(idx.tolist(), vals.tolist())
+
+
+def _unpack_sparse2(data: bytes) -> SparseVec:
+    """A format-2 row: n (uint32), ids (uint32), weights (float32)."""
     n = int(np.frombuffer(data[:4], dtype=np.uint32)[0])
     if len(data) != 4 + 8 * n:
         raise ValueError("packed sparse vector of the wrong length")
     idx = np.frombuffer(data[4 : 4 + 4 * n], dtype=np.uint32)
     vals = np.frombuffer(data[4 + 4 * n :], dtype=np.float32)
-    return SparseVec([int(i) for i in idx], [float(v) for v in vals])
+    return SparseVec(idx.tolist(), vals.tolist())
 
 
 def _point_key(point_id: str) -> bytes:
@@ -221,7 +386,7 @@ class VectorCache:
             return self.db.execute("SELECT 1 FROM sqlite_master WHERE name='signatures'").fetchone() is not None
 
     def _migrate(self) -> None:
-        """Create the tables, or convert a format-1 cache (see the module doc)."""
+        """Create the tables, or convert a format-1 or format-2 cache (see the module doc)."""
         db = self.db
         row = _meta_format(db)
         if row == FORMAT:
@@ -239,7 +404,11 @@ class VectorCache:
                         db.execute(statement)
                 if old == ["hash", "fingerprint", "vec"]:
                     converted = self._convert_format1(db)
-                    log.info("vector cache converted to format 2", path=str(self.path), **converted)
+                    log.info("vector cache converted to format 3", path=str(self.path), **converted)
+                db.execute("INSERT OR REPLACE INTO meta VALUES('format', ?)", (FORMAT,))
+            elif row == "2":
+                converted = self._convert_format2(db)
+                log.info("vector cache converted from format 2 to 3", path=str(self.path), **converted)
                 db.execute("INSERT OR REPLACE INTO meta VALUES('format', ?)", (FORMAT,))
             elif row != FORMAT:
                 raise StateError(f"{self.path} is a vector cache of format {row} (this gitrag reads {FORMAT}): "
@@ -249,20 +418,20 @@ class VectorCache:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        if row is None:
-            try:  # the old tables' pages go back to the file system (best effort: others may read)
+        if row != FORMAT:
+            try:  # the old rows' pages go back to the file system (best effort: others may read)
                 db.execute("VACUUM")
             except sqlite3.DatabaseError:
                 pass
 
     def _convert_format1(self, db: sqlite3.Connection) -> dict[str, int]:
-        """Copy every format-1 row into the format-2 tables, then drop the old tables.
+        """Copy every format-1 row into the format-3 tables, then drop the old tables.
         A row whose bytes cannot be a float32 vector is left out (counted)."""
         kept = bad = 0
         fps: dict[str, int] = {}
         cur = db.execute("SELECT hash, fingerprint, vec FROM vectors_format1")
         while rows := cur.fetchmany(2000):
-            out = []
+            good = []
             for key, fingerprint, vec in rows:
                 if not isinstance(vec, bytes) or len(vec) % 4 or not vec:
                     bad += 1
@@ -270,8 +439,10 @@ class VectorCache:
                 fp = fps.get(fingerprint)
                 if fp is None:
                     fp = fps[fingerprint] = _fingerprint_id(db, fingerprint)
-                data = np.frombuffer(vec, dtype=np.float32).astype(DTYPE).tobytes()
-                out.append((encode_key(key), fp, digest(key, fingerprint, data), data))
+                good.append((key, fingerprint, fp, np.frombuffer(vec, dtype=np.float32)))
+            datas = encode_vectors([v for *_, v in good])
+            out = [(encode_key(key), fp, digest(key, fingerprint, data), data)
+                   for (key, fingerprint, fp, _), data in zip(good, datas, strict=True)]
             db.executemany("INSERT OR IGNORE INTO vectors(key, fp, digest, vec) VALUES(?,?,?,?)", out)
             kept += len(out)
         sparse_kept = 0
@@ -282,7 +453,7 @@ class VectorCache:
                 version, _, key = str(versioned).partition(":")
                 try:
                     idx, vals = json.loads(text)
-                    data = pack_sparse(SparseVec(list(idx), list(vals)))
+                    data = pack_sparse(SparseVec(list(idx), list(vals)), version)
                 except (ValueError, TypeError):
                     bad += 1
                     continue
@@ -291,6 +462,51 @@ class VectorCache:
             sparse_kept += len(out)
         db.execute("DROP TABLE vectors_format1")
         db.execute("DROP TABLE sparse_format1")
+        return {"vectors": kept, "sparse": sparse_kept, "unreadable": bad}
+
+    def _convert_format2(self, db: sqlite3.Connection) -> dict[str, int]:
+        """Rewrite every format-2 row in place: float16 vectors quantised (:func:`quantize`),
+        sparse weights packed as counts (:func:`pack_sparse`), each with the digest of its new
+        bytes. A row that fails its format-2 digest is deleted (a miss: embedded again)."""
+        names = {int(i): str(n) for i, n in db.execute("SELECT id, name FROM fingerprints")}
+        kept = bad = 0
+        last = -1
+        while rows := db.execute("SELECT id, key, fp, digest, vec FROM vectors WHERE id > ? ORDER BY id LIMIT 2000",
+                                 (last,)).fetchall():
+            last = rows[-1][0]
+            good, drop = [], []
+            for rid, raw, fp, dig, vec in rows:
+                name, key = names.get(fp), decode_key(raw)
+                if (name is None or not isinstance(vec, bytes) or not vec or len(vec) % 2
+                        or digest(key, name, vec, _PERSON2) != dig):
+                    drop.append((rid,))
+                    continue
+                good.append((rid, key, name, np.frombuffer(vec, dtype=np.float16).astype(np.float32)))
+            datas = encode_vectors([v for *_, v in good])
+            db.executemany("UPDATE vectors SET digest=?, vec=? WHERE id=?",
+                           [(digest(key, name, data), data, rid)
+                            for (rid, key, name, _), data in zip(good, datas, strict=True)])
+            db.executemany("DELETE FROM vectors WHERE id=?", drop)
+            kept, bad = kept + len(good), bad + len(drop)
+        sparse_kept = 0
+        last = -1
+        while rows := db.execute("SELECT id, key, version, digest, data FROM sparse WHERE id > ? ORDER BY id LIMIT 2000",
+                                 (last,)).fetchall():
+            last = rows[-1][0]
+            out, drop = [], []
+            for rid, raw, version, dig, data in rows:
+                key = decode_key(raw)
+                try:
+                    if not isinstance(data, bytes) or digest(key, version, data, _PERSON2) != dig:
+                        raise ValueError("digest")
+                    new = pack_sparse(_unpack_sparse2(data), version)
+                except (ValueError, IndexError):
+                    drop.append((rid,))
+                    continue
+                out.append((digest(key, version, new), new, rid))
+            db.executemany("UPDATE sparse SET digest=?, data=? WHERE id=?", out)
+            db.executemany("DELETE FROM sparse WHERE id=?", drop)
+            sparse_kept, bad = sparse_kept + len(out), bad + len(drop)
         return {"vectors": kept, "sparse": sparse_kept, "unreadable": bad}
 
     def _move_aside(self, exc: BaseException) -> None:
@@ -373,24 +589,26 @@ class VectorCache:
                     (fp, *part))
                 for rid, raw, dig, vec in rows:
                     key = decode_key(raw)
-                    if (not isinstance(vec, bytes) or not vec or len(vec) % 2
-                            or digest(key, fingerprint, vec) != dig):
+                    if not isinstance(vec, bytes) or digest(key, fingerprint, vec) != dig:
                         bad.append(rid)
                         continue
-                    out[key] = np.frombuffer(vec, dtype=DTYPE).astype(np.float32)
+                    try:
+                        out[key] = decode_vector(vec)
+                    except ValueError:
+                        bad.append(rid)
         if bad:
             self._drop("vectors", bad)
         return out
 
     def put_vectors(self, items: dict[str, np.ndarray], fingerprint: str) -> None:
-        """Cache ``items`` ({key: vector}) for ``fingerprint``, as float16 with digests."""
+        """Cache ``items`` ({key: vector}) for ``fingerprint``, quantised (:func:`encode_vector`)
+        with digests."""
         if not items:
             return
         fp = self._fp(fingerprint, create=True)
-        rows = []
-        for h in sorted(items):  # in key order: fewer B-tree page splits
-            data = np.asarray(items[h], dtype=np.float32).astype(DTYPE).tobytes()
-            rows.append((encode_key(h), fp, digest(h, fingerprint, data), data))
+        keys = sorted(items)  # in key order: fewer B-tree page splits
+        rows = [(encode_key(h), fp, digest(h, fingerprint, data), data)
+                for h, data in zip(keys, encode_vectors([items[h] for h in keys]), strict=True)]
         with self.transaction() as db:
             db.executemany("INSERT INTO vectors(key, fp, digest, vec) VALUES(?,?,?,?) ON CONFLICT(key, fp) "
                            "DO UPDATE SET digest=excluded.digest, vec=excluded.vec", rows)
@@ -414,7 +632,7 @@ class VectorCache:
                         bad.append(rid)
                         continue
                     try:
-                        out[key] = unpack_sparse(data)
+                        out[key] = unpack_sparse(data, version)
                     except (ValueError, IndexError):
                         bad.append(rid)
         if bad:
@@ -426,7 +644,7 @@ class VectorCache:
             return
         rows = []
         for h in sorted(items):
-            data = pack_sparse(items[h])
+            data = pack_sparse(items[h], version)
             rows.append((encode_key(h), version, digest(h, version, data), data))
         with self.transaction() as db:
             db.executemany("INSERT INTO sparse(key, version, digest, data) VALUES(?,?,?,?) ON CONFLICT(key, version) "
@@ -459,7 +677,7 @@ class VectorCache:
                 for raw, dig, sig in rows:
                     pid = keys.get(raw)
                     if (pid is None or not isinstance(sig, bytes) or len(sig) != _SIG.size
-                            or digest(pid, _SIG_CONTEXT, sig) != dig):
+                            or digest(pid, _SIG_CONTEXT, sig, _PERSON2) != dig):
                         bad.append(raw)
                         continue
                     out[pid] = memo[pid] = list(_SIG.unpack(sig))
@@ -477,7 +695,7 @@ class VectorCache:
         rows = []
         for pid, (chunk, sig) in items.items():
             data = _SIG.pack(*sig)
-            rows.append((_point_key(pid), encode_key(chunk), digest(pid, _SIG_CONTEXT, data), data))
+            rows.append((_point_key(pid), encode_key(chunk), digest(pid, _SIG_CONTEXT, data, _PERSON2), data))
         rows.sort()  # in key order: fewer B-tree pages touched per insert
         try:
             with self.transaction() as db:
@@ -524,8 +742,7 @@ class VectorCache:
             for rid, raw, fp, dig, vec in self.db.execute("SELECT id, key, fp, digest, vec FROM vectors"):
                 counts["vectors"] += 1
                 name = names.get(fp)
-                if (name is None or not isinstance(vec, bytes) or len(vec) % 2
-                        or digest(decode_key(raw), name, vec) != dig):
+                if name is None or not isinstance(vec, bytes) or digest(decode_key(raw), name, vec) != dig:
                     bad_v.append(rid)
             for rid, raw, version, dig, data in self.db.execute("SELECT id, key, version, digest, data FROM sparse"):
                 counts["sparse"] += 1
@@ -534,7 +751,7 @@ class VectorCache:
             for raw, dig, sig in self.db.execute("SELECT point, digest, sig FROM signatures") if self.signed else ():
                 counts["sparse"] += 1  # counted with the other small rows
                 if (not isinstance(sig, bytes) or len(sig) != _SIG.size
-                        or digest(_point_name(raw), _SIG_CONTEXT, sig) != dig):
+                        or digest(_point_name(raw), _SIG_CONTEXT, sig, _PERSON2) != dig):
                     bad_g.append(raw)
         except sqlite3.DatabaseError as exc:
             if not is_malformed(exc):
