@@ -119,19 +119,22 @@ def points(path: Path) -> tuple[Points, dict[str, str]]:
         ws.close()
 
 
-def compare(got: tuple[Points, dict[str, str]], want: tuple[Points, dict[str, str]]) -> tuple[int, int]:
-    """(lost, wrong) of ``got`` against the from-scratch ``want`` (see the module doc)."""
+def compare(got: tuple[Points, dict[str, str]], want: tuple[Points, dict[str, str]],
+            atol: float = 2e-4) -> tuple[int, int]:
+    """(lost, wrong) of ``got`` against the from-scratch ``want`` (see the module doc); vector
+    values agree to ``atol`` (a vector quantised from another rounding of the same embedding,
+    e.g. an upgraded cache's, may be a quantisation step away: pass that step)."""
     store, manifest = got
     truth = want[0]
     lost = len(truth.keys() - store.keys())
     wrong = len(store.keys() - truth.keys())
-    wrong += sum(1 for pid in store.keys() & truth.keys() if not _same(store[pid], truth[pid]))
+    wrong += sum(1 for pid in store.keys() & truth.keys() if not _same(store[pid], truth[pid], atol))
     wrong += sum(1 for pid in store.keys() | manifest.keys() if manifest.get(pid) != store.get(pid, ("",))[0])
     return lost, wrong
 
 
-def _same(a: tuple[str, tuple[float, ...]], b: tuple[str, tuple[float, ...]]) -> bool:
-    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(abs(x - y) <= 2e-4 for x, y in zip(a[1], b[1]))
+def _same(a: tuple[str, tuple[float, ...]], b: tuple[str, tuple[float, ...]], atol: float = 2e-4) -> bool:
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(abs(x - y) <= atol for x, y in zip(a[1], b[1]))
 
 
 @contextmanager

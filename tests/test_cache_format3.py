@@ -1,0 +1,155 @@
+"""A vector cache and a commit index written by the code before the compact cache (issue 21:
+``cache.db`` format 2, float16 vectors and float32 sparse weights; ``history.db`` format 2,
+an FTS5 table keeping its text) are converted in place on first use by this code: nothing
+is embedded again (the hash embedder's calls are counted), every vector becomes the int8 form
+of what the old cache held, every sparse vector its term counts, and every answer, of the
+code search and of the commit search, is what the old code gave. The old code is this
+repository's own, taken from its history (the tree just before the commit that made the
+cache format 3), as tests/test_storage_format3.py does for the state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gitrag import config
+from gitrag.git.repo import GitRepo
+from gitrag.index import sparse
+from gitrag.index.embedders.hashing import HashEmbedder
+from gitrag.index.vector_cache import decode_key, decode_vector, stored_form, unpack_sparse
+from tests.gitutil import Repo, index
+from tests.reliability import functions
+
+ROOT = Path(__file__).resolve().parent.parent
+_MARK = 'FORMAT = "2"\n'
+QUESTIONS = ["alpha answers", "beta_3", "how does gamma call alpha", "README alpha and beta"]
+COMMIT_QUESTIONS = ["alpha", "beta gamma", "fix the readme"]
+
+# prints the answers of the code search and of the commit search, as JSON (run by both codes)
+_ASK = """
+import json, sys
+from gitrag.index.history import HistoryIndex
+from gitrag.index.workspace import open_workspace
+from gitrag.query.retrieval import search
+out = {"code": [], "commits": []}
+with open_workspace(sys.argv[1]) as ws:
+    for q in json.loads(sys.argv[2]):
+        out["code"].append([[r.path, r.start_line, r.end_line, round(r.score, 6)] for r in search(ws, q, k=10)])
+    h = HistoryIndex(ws.data_dir)
+    for q in json.loads(sys.argv[3]):
+        out["commits"].append([[c.oid, round(c.score, 6)] for c in h.search("main", q, k=10)])
+    h.close()
+print("ANSWERS " + json.dumps(out))
+"""
+
+
+def _format2_code(tmp_path: Path) -> Path:
+    """The gitrag package just before this conversion: the first parent of the commit of this
+    repository's history that made the vector cache format 3 (so only the conversion lies
+    between the two codes, and their answers can be compared)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+    try:
+        revs = git("log", "--format=%H", "-n", "200", "--", "gitrag/index/vector_cache.py").split()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("needs this repository's git history (the format-2 code)")
+    marks = [_MARK in git("show", f"{r}:gitrag/index/vector_cache.py") for r in revs]
+    rev = next((f"{r}^" for r, old, older in zip(revs, marks, marks[1:], strict=False) if not old and older), None)
+    if rev is None:
+        pytest.skip("no commit making the vector cache format 3 in this history")
+    out = tmp_path / "format2-code"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gitrag"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def _answers(repo: Path, code: Path | None) -> dict[str, list]:
+    env = {**os.environ}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    proc = subprocess.run([sys.executable, "-c", _ASK, str(repo), json.dumps(QUESTIONS), json.dumps(COMMIT_QUESTIONS)],
+                          capture_output=True, text=True, env=env, cwd=str(code or ROOT), check=False)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("ANSWERS "))
+    return json.loads(line[len("ANSWERS "):])
+
+
+def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_code = _format2_code(tmp_path)
+    repo.write("pkg/a.py", functions("alpha", 4))
+    repo.write("pkg/b.py", functions("beta", 3))
+    repo.commit("add alpha and beta")
+    repo.write("pkg/c.py", functions("gamma", 3) + "\n\ndef gamma_alpha():\n    return alpha_1() + beta_2()\n")
+    repo.commit("gamma calls alpha")
+    repo.write("README.md", "# Alpha and beta\n\nHow alpha answers beta, and gamma both.\n")
+    repo.commit("fix the readme")
+    env = {**os.environ, "PYTHONPATH": str(old_code)}
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "index", "--json", "--repo", str(repo.path)],
+                          capture_output=True, text=True, env=env, cwd=old_code, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["chunks_embedded"] > 0
+    before = _answers(repo.path, old_code)
+    assert all(before["code"]) and all(before["commits"])
+
+    cache_path = config.data_root() / "cache.db"
+    history_path = config.repo_data_dir(GitRepo(repo.path).common_dir) / "history.db"
+    with sqlite3.connect(cache_path) as db:  # what the old code wrote, read as it is
+        assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("2",)
+        fps = dict(db.execute("SELECT id, name FROM fingerprints"))
+        old_vectors = {(decode_key(k), fps[f]): np.frombuffer(v, dtype=np.float16).astype(np.float32)
+                       for k, f, v in db.execute("SELECT key, fp, vec FROM vectors")}
+        old_sparse = {}
+        for k, v, data in db.execute("SELECT key, version, data FROM sparse"):
+            n = int(np.frombuffer(data[:4], dtype=np.uint32)[0])
+            old_sparse[(decode_key(k), v)] = (np.frombuffer(data[4:4 + 4 * n], dtype=np.uint32).tolist(),
+                                              np.frombuffer(data[4 + 4 * n:], dtype=np.float32).tolist())
+    with sqlite3.connect(history_path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("2",)
+    old_bytes = 2 * sum(v.size for v in old_vectors.values()) + sum(4 + 8 * len(i) for i, _ in old_sparse.values())
+    assert old_vectors and old_sparse
+
+    embedded: list[str] = []
+    real = HashEmbedder.embed_documents
+
+    def counted(self: HashEmbedder, texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(HashEmbedder, "embed_documents", counted)
+    s = index(repo.path)  # first use by this code: the cache is converted as it opens
+    assert embedded == [] and s.chunks_embedded == 0 and s.paths_embedded == 0 and s.chunks_total > 0
+
+    with sqlite3.connect(cache_path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("3",)
+        fps = dict(db.execute("SELECT id, name FROM fingerprints"))
+        rows = {(decode_key(k), fps[f]): v for k, f, v in db.execute("SELECT key, fp, vec FROM vectors")}
+        sparse_rows = {(decode_key(k), v): d for k, v, d in db.execute("SELECT key, version, data FROM sparse")}
+    assert rows.keys() == old_vectors.keys() and sparse_rows.keys() == old_sparse.keys()
+    for key, old in old_vectors.items():  # 4 bytes of scale + 1 a dimension; the int8 form of the old vector
+        assert len(rows[key]) == 4 + old.size
+        assert np.array_equal(decode_vector(rows[key]), stored_form(old))
+    for (key, version), (ids, values) in old_sparse.items():  # the counts give the old weights back exactly
+        assert sparse_rows[(key, version)][0] == 1  # uint8 counts
+        back = unpack_sparse(sparse_rows[(key, version)], version)
+        assert version == sparse.VERSION and back.indices == ids and back.values == values
+    new_bytes = sum(map(len, rows.values())) + sum(map(len, sparse_rows.values()))
+    assert new_bytes < 0.7 * old_bytes  # (a file this small is its tables' first pages either way)
+    with sqlite3.connect(history_path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='format'").fetchone() == ("3",)
+        ddl = db.execute("SELECT sql FROM sqlite_master WHERE name='commit_text'").fetchone()[0]
+        assert "content=''" in ddl
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='commit_text_content'").fetchone() == (0,)
+
+    assert _answers(repo.path, None) == before  # the same answers, code and commits
+    assert embedded == []
