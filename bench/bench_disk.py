@@ -16,11 +16,12 @@ indexes are measured with SQLite's ``dbstat`` (pages x page size). Printed as KB
 
 ``report``: the same tables for an existing GITRAG_HOME.
 
-``recall``: ``bench/bench_retrieval.py`` twice on the shared sets, each from an empty
+``recall``: ``bench/bench_retrieval.py`` three times on the shared sets, each from an empty
 GITRAG_HOME: once all float32 (the cache keeping float32 vectors, points not rounded to
-float16, the store layout "current": float32 vectors), once as shipped; prints nDCG/MRR/recall
-of the shipped pipeline (``hybrid``) and of plain RRF for both, and the largest difference
-over every variant and column.
+float16, the store layout "current": float32 vectors), once with the cache keeping float16
+vectors (cache format 2's form, the rest as shipped), once as shipped (int8 cache vectors);
+prints nDCG/MRR/recall of the shipped pipeline (``hybrid``) and of plain RRF for each, and
+the largest difference from float32 over every variant and column.
 
 ``sync-memory``: a first index of the tree in this process (the worker pool as shipped), from
 an empty GITRAG_HOME, printing the process's anonymous and file-backed RSS (``RssAnon``,
@@ -137,14 +138,18 @@ def report(args: argparse.Namespace) -> int:
 
 
 _FLOAT32 = ("import numpy, runpy, sys, gitrag.index.vector_cache as c, gitrag.index.vectors as v, "
-            "gitrag.index.views as w; c.DTYPE = numpy.float32; "
+            "gitrag.index.views as w; c.DENSE = 'float32'; "
             "u = lambda a, b: v.l2_normalise((a + v.PATH_WEIGHT * b)[None, :])[0]; v.combine = u; w.combine = u; "
             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+# the cache's vectors as format 2 kept them (float16), the rest as shipped
+_FLOAT16 = ("import runpy, sys, gitrag.index.vector_cache as c; c.DENSE = 'float16'; "
+            "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+VARIANTS = (("float32", _FLOAT32, "current"), ("float16", _FLOAT16, None), ("shipped", None, None))
 
 
 def recall(args: argparse.Namespace) -> int:
     results = {}
-    for name, code, layout in (("float32", _FLOAT32, "current"), ("shipped", None, None)):
+    for name, code, layout in VARIANTS:
         with tempfile.TemporaryDirectory(prefix=f"gitrag-recall-{name}-") as home:
             script = [str(ROOT / "bench" / "bench_retrieval.py"), "--corpus", args.corpus, "--json"]
             script += ["--embedder", args.embedder] if args.embedder else []
@@ -158,22 +163,26 @@ def recall(args: argparse.Namespace) -> int:
                 print(proc.stderr[-3000:], file=sys.stderr)
                 return 1
             results[name] = json.loads(proc.stdout[proc.stdout.index("{"):])
-    a, b = results["float32"]["variants"], results["shipped"]["variants"]
-    worst = (0.0, "", "")
-    for v in a:
-        for col, x in a[v].items():
-            y = b.get(v, {}).get(col)
-            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and "ms" not in col and "p50" not in col:
-                if abs(x - y) > worst[0]:
-                    worst = (abs(x - y), v, col)
+    worst = {}
+    for other in ("float16", "shipped"):
+        a, b = results["float32"]["variants"], results[other]["variants"]
+        w = (0.0, "", "")
+        for v in a:
+            for col, x in a[v].items():
+                y = b.get(v, {}).get(col)
+                if isinstance(x, (int, float)) and isinstance(y, (int, float)) and "ms" not in col and "p50" not in col:
+                    if abs(x - y) > w[0]:
+                        w = (abs(x - y), v, col)
+        worst[other] = w
     if args.json:
-        print(json.dumps({"float32": results["float32"], "shipped": results["shipped"], "worst": worst}, indent=1))
+        print(json.dumps({**results, "worst": worst}, indent=1))
         return 0
     for v in ("hybrid", "rrf"):
-        for name in ("float32", "shipped"):
+        for name, _, _ in VARIANTS:
             row = results[name]["variants"].get(v, {})
             print(v, name, {k: round(x, 3) for k, x in row.items() if isinstance(x, (int, float))})
-    print(f"largest |shipped - float32| over every variant and quality column: {worst[0]:.4f} ({worst[1]}, {worst[2]})")
+    for other, w in worst.items():
+        print(f"largest |{other} - float32| over every variant and quality column: {w[0]:.4f} ({w[1]}, {w[2]})")
     return 0
 
 
@@ -222,7 +231,7 @@ def main() -> int:
     r = sub.add_parser("report", help="measure an existing GITRAG_HOME")
     r.add_argument("--home", required=True)
     r.add_argument("--chunks", type=int, required=True)
-    c = sub.add_parser("recall", help="bench_retrieval.py all float32 against the shipped forms")
+    c = sub.add_parser("recall", help="bench_retrieval.py all float32, float16 cache vectors and as shipped")
     c.add_argument("--corpus", required=True)
     c.add_argument("--embedder", default="static")
     m = sub.add_parser("sync-memory", help="RSS of a first index in this process at every store flush")
