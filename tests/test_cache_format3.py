@@ -24,7 +24,7 @@ from gitrag import config
 from gitrag.git.repo import GitRepo
 from gitrag.index import sparse
 from gitrag.index.embedders.hashing import HashEmbedder
-from gitrag.index.vector_cache import decode_key, decode_vector, stored_form, unpack_sparse
+from gitrag.index.vector_cache import OUTLIERS, decode_key, decode_vector, stored_form, unpack_sparse
 from tests.gitutil import Repo, index
 from tests.reliability import functions
 
@@ -136,8 +136,8 @@ def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
         rows = {(decode_key(k), fps[f]): v for k, f, v in db.execute("SELECT key, fp, vec FROM vectors")}
         sparse_rows = {(decode_key(k), v): d for k, v, d in db.execute("SELECT key, version, data FROM sparse")}
     assert rows.keys() == old_vectors.keys() and sparse_rows.keys() == old_sparse.keys()
-    for key, old in old_vectors.items():  # 4 bytes of scale + 1 a dimension; the int8 form of the old vector
-        assert len(rows[key]) == 4 + old.size
+    for key, old in old_vectors.items():  # the int8 form of the old vector: scale, 4 kept components, 1 byte a dimension
+        assert len(rows[key]) == 4 + 1 + 4 * OUTLIERS + old.size
         assert np.array_equal(decode_vector(rows[key]), stored_form(old))
     for (key, version), (ids, values) in old_sparse.items():  # the counts give the old weights back exactly
         assert sparse_rows[(key, version)][0] == 1  # uint8 counts
@@ -153,3 +153,48 @@ def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
 
     assert _answers(repo.path, None) == before  # the same answers, code and commits
     assert embedded == []
+
+
+def test_int8_vectors_are_exact_in_float16_and_quantising_them_again_changes_nothing() -> None:
+    """The stored form (int8, a per-row scale, the 4 largest components kept as float16) is
+    what the embedded store keeps bit for bit (float16), and encoding it again gives the same
+    bytes: a point's vector is the same whether its chunk was embedded now or read back."""
+    from gitrag.index.vector_cache import encode_vectors
+
+    rng = np.random.default_rng(7)
+    peaked = rng.standard_normal((500, 256)).astype(np.float32)
+    peaked[:, 1] *= 12  # one dominant component, as the static model's vectors have
+    hashed = HashEmbedder().embed_documents([f"def f_{i}(x):\n    return x + {i}" for i in range(300)])
+    for matrix in (peaked / np.linalg.norm(peaked, axis=1, keepdims=True), hashed,
+                   np.zeros((2, 16), np.float32), np.array([[0.0, 2.0, -1.0]], np.float32)):
+        data = encode_vectors(list(matrix))
+        back = np.stack([decode_vector(d) for d in data])
+        assert np.array_equal(back.astype(np.float16).astype(np.float32), back)
+        assert encode_vectors(list(back)) == data
+        assert all(np.array_equal(stored_form(v), b) for v, b in zip(matrix[:20], back[:20], strict=True))
+        step = np.abs(matrix).max(axis=1, keepdims=True) / 127
+        assert (np.abs(back - matrix) <= step).all()  # within one step of the row's largest component
+    with pytest.raises(ValueError):
+        decode_vector(data[0][:3])
+
+
+def test_sparse_rows_give_the_bm25_weights_back_exactly() -> None:
+    """Term counts (uint8, uint16 past 255) give the float32 weights of
+    gitrag.index.sparse.document_vector back bit for bit; a vector they cannot (not made by
+    this weighting) keeps its float32 weights; another version's counts are not read."""
+    from gitrag.index.records import SparseVec
+    from gitrag.index.vector_cache import pack_sparse
+
+    texts = ["def alpha_beta(x):\n    return alpha(x) + beta", "word " * 300 + "other", "", "x = 1"]
+    for text in texts:
+        vec = sparse.document_vector(text)
+        data = pack_sparse(vec, sparse.VERSION)
+        assert data[0] == (2 if "word " * 300 in text else 1)
+        back = unpack_sparse(data, sparse.VERSION)
+        assert back.indices == vec.indices
+        assert back.values == [float(v) for v in np.asarray(vec.values, dtype=np.float32)]
+        with pytest.raises(ValueError):
+            unpack_sparse(data, "another")
+    odd = SparseVec([3, 9], [0.25, 0.7])
+    data = pack_sparse(odd, sparse.VERSION)
+    assert data[0] == 0 and unpack_sparse(data, sparse.VERSION) == SparseVec([3, 9], [0.25, float(np.float32(0.7))])

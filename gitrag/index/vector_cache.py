@@ -70,6 +70,7 @@ FORMAT = "3"
 #: How dense vectors are kept: "int8" (shipped); "float16" or "float32" only for measuring
 #: the loss (bench/bench_disk.py recall sets it in the process it runs).
 DENSE = "int8"
+OUTLIERS = 4  # components of a vector kept as float16 (see _encode_rows)
 _QMAX = 127
 _PART = 500  # keys per SELECT ... IN (...)
 SIGNATURES_MEMO = 1_000_000  # checked signature rows a process keeps (~150 bytes each)
@@ -116,7 +117,7 @@ def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = first.copy()
     unsettled = ~zero
     step = first
-    for _ in range(4):  # an exact q * s' given back: s' is within 127/111 of the first step
+    for _ in range(6):  # an exact q * s' given back: s' is within 127/110 of the first step
         x = m64[unsettled] / step[unsettled, None]
         exact = (x == np.rint(x)).all(axis=1) & (np.abs(x) <= _QMAX).all(axis=1)
         rows = np.flatnonzero(unsettled)[exact]
@@ -131,12 +132,39 @@ def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale.astype(np.float32)
 
 
+def _encode_rows(matrix: np.ndarray) -> list[bytes]:
+    """The stored bytes of each row of a float32 (n, dim) matrix: the row's ``OUTLIERS``
+    largest components by magnitude kept as float16 (a static model's vectors have one or
+    two components several times the others, which would set the step of every other), the
+    rest quantised (:func:`quantize`) and held strictly below the smallest kept one, so the
+    decoded row's largest components are those same ones and encoding it again gives the
+    same bytes. Layout: scale (float32), k (uint8), k positions (uint16), k values
+    (float16), dim int8 (0 at the kept positions)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    n, dim = m.shape
+    k = min(OUTLIERS, dim)
+    mag = np.abs(m.astype(np.float64))
+    idx = np.sort(np.argsort(-mag, axis=1, kind="stable")[:, :k], axis=1)
+    kept = np.take_along_axis(m, idx, axis=1).astype(np.float16)
+    rest = m.copy()
+    np.put_along_axis(rest, idx, 0.0, axis=1)
+    q, scale = quantize(rest)
+    lim = np.abs(kept.astype(np.float64)).min(axis=1) if k else np.zeros(n)
+    s64 = scale.astype(np.float64)
+    over = (s64 > 0) & (lim > 0)
+    if over.any():  # |q| * s < the smallest kept magnitude, strictly
+        cap = np.where(over, np.ceil(lim / np.where(over, s64, 1.0)) - 1, _QMAX).clip(0, _QMAX)
+        q = (np.sign(q) * np.minimum(np.abs(q.astype(np.int16)), cap[:, None].astype(np.int16))).astype(np.int8)
+    head = np.uint8(k).tobytes()
+    return [scale[i].tobytes() + head + idx[i].astype("<u2").tobytes() + kept[i].astype("<f2").tobytes()
+            + q[i].tobytes() for i in range(n)]
+
+
 def encode_vector(vector: np.ndarray) -> bytes:
-    """The stored bytes of one dense vector (see the module doc: float32 scale, int8 values)."""
+    """The stored bytes of one dense vector (see the module doc and :func:`_encode_rows`)."""
     if DENSE != "int8":
         return np.asarray(vector, dtype=np.float32).astype(DENSE).tobytes()
-    q, s = quantize(vector)
-    return s.tobytes() + q.tobytes()
+    return _encode_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
 
 
 def encode_vectors(vectors: list[np.ndarray]) -> list[bytes]:
@@ -148,9 +176,9 @@ def encode_vectors(vectors: list[np.ndarray]) -> list[bytes]:
     for i, v in enumerate(vectors):
         by_dim.setdefault(int(np.size(v)), []).append(i)
     for rows in by_dim.values():
-        q, s = quantize(np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in rows]))
-        for j, i in enumerate(rows):
-            out[i] = s[j].tobytes() + q[j].tobytes()
+        encoded = _encode_rows(np.stack([np.asarray(vectors[i], dtype=np.float32).ravel() for i in rows]))
+        for i, data in zip(rows, encoded, strict=True):
+            out[i] = data
     return out
 
 
@@ -163,8 +191,17 @@ def decode_vector(data: bytes) -> np.ndarray:
         return np.frombuffer(data, dtype=DENSE).astype(np.float32)
     if len(data) < 5:
         raise ValueError("a dense vector of the wrong length")
+    k = data[4]
+    body = 5 + 4 * k
+    if len(data) <= body:
+        raise ValueError("a dense vector of the wrong length")
     s = np.frombuffer(data[:4], dtype=np.float32)[0]
-    return np.frombuffer(data[4:], dtype=np.int8).astype(np.float32) * s
+    idx = np.frombuffer(data[5 : 5 + 2 * k], dtype="<u2")
+    vec = np.frombuffer(data[body:], dtype=np.int8).astype(np.float32) * s
+    if k and int(idx.max()) >= vec.size:
+        raise ValueError("a dense vector's kept component out of range")
+    vec[idx] = np.frombuffer(data[5 + 2 * k : body], dtype="<f2").astype(np.float32)
+    return vec
 
 
 def stored_form(vector: np.ndarray) -> np.ndarray:
