@@ -5,13 +5,13 @@
 
 ``dtype``: bench/bench_retrieval.py twice, in one run, on the corpora in DIR (see that
 script), each in a fresh GITRAG_HOME: once with the cache keeping float32 vectors, once
-with float16 (the shipped form); prints every shared set's figures of both, and the
-largest difference.
+with float16 (cache format 2's form; ``bench_disk.py recall`` compares the shipped int8 of
+format 3 too); prints every shared set's figures of both, and the largest difference.
 
 ``cost`` (REPO: a git repository, e.g. bench/eval/make_stdlib_corpus.sh's): a first index
 in a fresh GITRAG_HOME, then
 
-- bytes of ``cache.db`` per chunk in format 2 (this one), and in format 1 (the same
+- bytes of ``cache.db`` per chunk in this format (3), and in format 1 (the same
   vectors written to the previous release's layout: float32 ``WITHOUT ROWID`` rows with
   the text key, no digest), each file checkpointed and VACUUMed;
 - the share of the first index's CPU spent computing and checking digests (cache rows
@@ -54,8 +54,8 @@ def dtype(args: argparse.Namespace) -> int:
     results = {}
     for name in ("float32", "float16"):
         with tempfile.TemporaryDirectory(prefix=f"gitrag-bench-{name}-") as home:
-            code = ("import numpy, runpy, sys, gitrag.index.vector_cache as c; "
-                    f"c.DTYPE = numpy.{name}; sys.argv = sys.argv[1:]; "
+            code = ("import runpy, sys, gitrag.index.vector_cache as c; "
+                    f"c.DENSE = '{name}'; sys.argv = sys.argv[1:]; "
                     "runpy.run_path(sys.argv[0], run_name='__main__')")
             cmd = [sys.executable, "-c", code, str(ROOT / "bench" / "bench_retrieval.py"), "--corpus", args.corpus,
                    "--json"] + (["--embedder", args.embedder] if args.embedder else [])
@@ -87,7 +87,7 @@ def _format1_bytes(cache: Path, out: Path) -> int:
     """Bytes of the same vectors (and sparse vectors) in the format-1 layout."""
     import numpy as np
 
-    from gitrag.index.vector_cache import decode_key, unpack_sparse
+    from gitrag.index.vector_cache import decode_key, decode_vector, unpack_sparse
 
     src = sqlite3.connect(cache)
     names = dict(src.execute("SELECT id, name FROM fingerprints"))
@@ -96,12 +96,12 @@ def _format1_bytes(cache: Path, out: Path) -> int:
 CREATE TABLE vectors(hash TEXT NOT NULL, fingerprint TEXT NOT NULL, vec BLOB NOT NULL,
     PRIMARY KEY(hash, fingerprint)) WITHOUT ROWID;
 CREATE TABLE sparse(hash TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;""")
-    rows = [(decode_key(k), names[f], np.frombuffer(v, dtype=np.float16).astype(np.float32).tobytes())
+    rows = [(decode_key(k), names[f], decode_vector(v).astype(np.float32).tobytes())
             for k, f, v in src.execute("SELECT key, fp, vec FROM vectors")]
     dst.executemany("INSERT INTO vectors VALUES(?,?,?)", sorted(rows))
     sparse = []
     for k, version, data in src.execute("SELECT key, version, data FROM sparse"):
-        vec = unpack_sparse(data)
+        vec = unpack_sparse(data, version)
         sparse.append((f"{version}:{decode_key(k)}", json.dumps([vec.indices, vec.values])))
     dst.executemany("INSERT INTO sparse VALUES(?,?)", sorted(sparse))
     dst.commit()
@@ -205,7 +205,7 @@ def cost(args: argparse.Namespace) -> int:
               f"off) = {100 * digest_cpu / tree_cpu:.2f}% of the tree's CPU ({100 * digest_cpu / index_cpu:.2f}% of "
               "this process's)")
         print(f"cache.db bytes per chunk: format 1 (float32, WITHOUT ROWID, text keys) {f1 / chunks:.0f}; "
-              f"format 2 (float16, rowid rows, digests) {f2 / chunks:.0f}; ratio {f2 / f1:.3f}")
+              f"format 3 (int8, rowid rows, digests) {f2 / chunks:.0f}; ratio {f2 / f1:.3f}")
         _queries(args, ws, "the process that made the index")
     finally:
         ws.close()
