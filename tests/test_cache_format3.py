@@ -45,7 +45,7 @@ with open_workspace(sys.argv[1]) as ws:
         out["code"].append([[r.path, r.start_line, r.end_line, round(r.score, 6)] for r in search(ws, q, k=10)])
     h = HistoryIndex(ws.data_dir)
     for q in json.loads(sys.argv[3]):
-        out["commits"].append([[c.oid, round(c.score, 6)] for c in h.search("main", q, k=10)])
+        out["commits"].append([[c.oid, round(c.score, 6), [[f.status, f.path, f.old_path] for f in c.files]] for c in h.search("main", q, k=10)])
     h.close()
 print("ANSWERS " + json.dumps(out))
 """
@@ -150,6 +150,7 @@ def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
         ddl = db.execute("SELECT sql FROM sqlite_master WHERE name='commit_text'").fetchone()[0]
         assert "content=''" in ddl
         assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='commit_text_content'").fetchone() == (0,)
+        assert {type(f) for (f,) in db.execute("SELECT files FROM commits")} == {bytes}  # zlib of the JSON
 
     assert _answers(repo.path, None) == before  # the same answers, code and commits
     assert embedded == []

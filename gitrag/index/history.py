@@ -5,14 +5,15 @@ Tables:
 
 - ``commits``: one row per commit (``id`` a small integer, ``oid`` the commit id), immutable
   facts: author, e-mail, author time (s, UTC) and offset (min), message, parents, the
-  paths changed against the first parent (JSON ``[[status, path, old_path], ...]``) and
-  their count.
+  paths changed against the first parent (:func:`pack_files`: zlib of the JSON
+  ``[[status, path, old_path], ...]``) and their count.
 - ``commit_text``: a contentless FTS5 table (``content=''``: the index and each row's term
   counts only; its text is never read back, the messages are in ``commits``), rowid =
   ``commits.id``, of the message's and the paths' code-aware terms
   (:func:`gitrag.index.sparse.terms`: identifiers whole and split, stems), ranked by FTS5's
-  BM25. Format 2 kept the terms' text too (a third of the file); a format-2 file is converted
-  in place (its rows copied into the contentless table: the same index, so the same ranks).
+  BM25. Format 2 kept the terms' text too (a third of the file), and each commit's changed
+  files as JSON text (format 3: zlib of it); a format-2 file is converted in place (its rows
+  copied into the contentless table: the same index, so the same ranks; its files compressed).
 - ``commit_paths``: (path, commit) for ``--path`` filters and per-file change counts.
 - ``heads`` / ``reach``: per branch, the head its history was read to and the commits
   reachable from it (read newest first within a time budget per sync, see
@@ -35,12 +36,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 import structlog
@@ -187,6 +189,13 @@ class HistoryIndex:
                                "FROM commit_text")
                     db.execute("DROP TABLE commit_text")
                     db.execute("ALTER TABLE commit_text3 RENAME TO commit_text")
+                    last = -1
+                    while rows := db.execute("SELECT id, files FROM commits WHERE id > ? ORDER BY id LIMIT 2000",
+                                             (last,)).fetchall():
+                        last = rows[-1][0]
+                        db.executemany("UPDATE commits SET files=? WHERE id=?",
+                                       [(zlib.compress(str(f).encode("utf-8", "surrogatepass"), 6), i)
+                                        for i, f in rows if isinstance(f, str)])
                     db.execute("UPDATE meta SET value=? WHERE key='format'", (FORMAT,))
                 db.execute("COMMIT")
             except BaseException:
@@ -364,7 +373,7 @@ class HistoryIndex:
             return
         with self._tx() as db:
             for c in infos:
-                files = json.dumps([[f.status, f.path, f.old_path] for f in c.files])
+                files = pack_files(c.files)
                 cur = db.execute(
                     "INSERT OR IGNORE INTO commits(oid, author, email, time, tz, message, parents, files, n_files, ctime) "
                     "VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -539,6 +548,27 @@ def sync_branch(ws: Workspace, branch: str, head: str, code_seconds: float | Non
         return None
 
 
+def pack_files(files: Iterable[FileChange]) -> bytes:
+    """A commit's changed files as stored (format 3): zlib of the JSON ``[[status, path,
+    old_path], ...]`` (format 2 kept the JSON text: the paths of one commit repeat their
+    folders, so it is about a fifth of that)."""
+    return zlib.compress(json.dumps([[f.status, f.path, f.old_path] for f in files]).encode("utf-8", "surrogatepass"), 6)
+
+
+def unpack_files(data: bytes | str) -> list[Any]:
+    """The ``[[status, path, old_path], ...]`` of a stored ``files`` value (zlib, or a format-2
+    row's JSON text). ValueError when it does not decode (a damaged row: :data:`DAMAGE`)."""
+    if isinstance(data, bytes):
+        try:
+            data = zlib.decompress(data).decode("utf-8", "surrogatepass")
+        except zlib.error as exc:
+            raise ValueError(f"a commit's files do not decode: {exc}") from None
+    out = json.loads(data)
+    if not isinstance(out, list):
+        raise ValueError("a commit's files are not a list")
+    return out
+
+
 def _commit(r: tuple) -> Commit:
-    files = tuple(FileChange(s, p, o) for s, p, o in json.loads(r[8]))
+    files = tuple(FileChange(s, p, o) for s, p, o in unpack_files(r[8]))
     return Commit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7].split()), files, r[9], r[10], float(r[11]))
