@@ -3,7 +3,8 @@
 an FTS5 table keeping its text) are converted in place on first use by this code: nothing
 is embedded again (the hash embedder's calls are counted), every vector becomes the int8 form
 of what the old cache held, every sparse vector its term counts, and every answer, of the
-code search and of the commit search, is what the old code gave. The old code is this
+code search and of the commit search, is what the old code gave; a collection rebuilt from the
+converted cache embeds nothing either and lists the same chunks. The old code is this
 repository's own, taken from its history (the tree just before the commit that made the
 cache format 3), as tests/test_storage_format3.py does for the state.
 """
@@ -33,7 +34,9 @@ _MARK = 'FORMAT = "2"\n'
 QUESTIONS = ["alpha answers", "beta_3", "how does gamma call alpha", "README alpha and beta"]
 COMMIT_QUESTIONS = ["alpha", "beta gamma", "fix the readme"]
 
-# prints the answers of the code search and of the commit search, as JSON (run by both codes)
+# prints the answers of the code search (the store's dense and sparse lists: what the cache and
+# the store hold, not the ranking, which later code may change) and of the commit search, as JSON
+# (run by both codes)
 _ASK = """
 import json, sys
 from gitrag.index.history import HistoryIndex
@@ -42,7 +45,9 @@ from gitrag.query.retrieval import search
 out = {"code": [], "commits": []}
 with open_workspace(sys.argv[1]) as ws:
     for q in json.loads(sys.argv[2]):
-        out["code"].append([[r.path, r.start_line, r.end_line, round(r.score, 6)] for r in search(ws, q, k=10)])
+        for mode in ("dense", "sparse"):
+            out["code"].append([[r.path, r.start_line, r.end_line, round(r.score, 6)]
+                                for r in search(ws, q, k=10, mode=mode, snippets=False)])
     h = HistoryIndex(ws.data_dir)
     for q in json.loads(sys.argv[3]):
         out["commits"].append([[c.oid, round(c.score, 6), [[f.status, f.path, f.old_path] for f in c.files]] for c in h.search("main", q, k=10)])
@@ -153,7 +158,19 @@ def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
         assert {type(f) for (f,) in db.execute("SELECT files FROM commits")} == {bytes}  # zlib of the JSON
 
     assert _answers(repo.path, None) == before  # the same answers, code and commits
-    assert embedded == []
+    # a collection rebuilt from the converted cache: still nothing embedded; the sparse lists
+    # exactly the old ones (the counts give the weights back bit for bit), the dense lists
+    # the same citations with cosines within the int8 step
+    s = index(repo.path, rebuild=True)
+    assert embedded == [] and s.chunks_embedded == 0 and s.paths_embedded == 0
+    after = _answers(repo.path, None)
+    assert after["commits"] == before["commits"]
+    for i, (got, want) in enumerate(zip(after["code"], before["code"], strict=True)):
+        if i % 2:  # sparse
+            assert got == want
+        else:
+            assert {tuple(r[:3]) for r in got} == {tuple(r[:3]) for r in want}
+            assert all(abs(a[3] - b[3]) < 0.02 for a, b in zip(sorted(got), sorted(want), strict=True))
 
 
 def test_int8_vectors_are_exact_in_float16_and_quantising_them_again_changes_nothing() -> None:
