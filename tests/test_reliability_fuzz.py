@@ -96,6 +96,7 @@ def _damage(rng: random.Random, files: list[Path]) -> tuple[str, Path]:
     return kind, target
 
 
+@pytest.mark.timeout(max(300, 4 * TRIALS))  # ~1.2 s a trial on a loaded machine, a bound of 4
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 def test_corruption_fuzz(repo: Repo, seed: int) -> None:
     commit_a(repo)
