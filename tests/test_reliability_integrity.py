@@ -488,3 +488,37 @@ def test_a_manifest_row_that_is_no_longer_json_is_one_line_and_rebuild_repairs_i
            "it from git and the cache (0 chunks embedded); answers as before (was: exit 3, JSONDecodeError)",
            lost, wrong, GROUP)
 
+
+
+def test_a_state_index_that_lost_a_row_is_found_and_rebuild_repairs_it(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corruption fuzz's seeds 1 and 7: a flipped byte in ``state.db`` left the
+    ``points_by_path`` index without one row (``PRAGMA quick_check`` passes); a later heal
+    rebuilt the store from the manifest read through that index, one point short, and
+    ``index --rebuild`` kept the state, so the answers never came back."""
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    (state,) = config.data_root().glob("repo-*/state.db")
+    with sqlite3.connect(state) as db:  # the index rebuilt without one row, then declared whole again
+        (pid,) = db.execute("SELECT point_id FROM points ORDER BY point_id LIMIT 1").fetchone()
+        db.execute("DROP INDEX points_by_path")
+        db.execute(f"CREATE INDEX points_by_path ON points(path, blob) WHERE point_id != '{pid}'")
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX points_by_path ON points(path, blob)' "
+                   "WHERE name = 'points_by_path'")
+    with sqlite3.connect(state) as db:
+        assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"  # what --rebuild asked before
+        assert db.execute("PRAGMA integrity_check(1)").fetchone()[0] != "ok"
+    proc = run("doctor", "--deep", "--repo", str(repo.path))
+    assert proc.returncode == 1 and f"{state} fails SQLite's check" in proc.stdout, proc.stdout
+    rebuilt = run("index", "--rebuild", "--json", "--repo", str(repo.path))  # was: the store rebuilt one point short
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["chunks_embedded"] == 0
+    assert _asked(repo.path, "hybrid") == before
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a state.db index that lost a row (`points_by_path`; SQLite's quick_check passes)", "doctor --deep: FAIL "
+           "naming state.db; `gitrag index --rebuild` finds it (integrity_check), sets the state aside and rebuilds "
+           "it from git and the cache (0 chunks embedded); answers as before (was: the store rebuilt one point "
+           "short, every ask failing its count check)", lost, wrong, GROUP)
