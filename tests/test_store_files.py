@@ -135,6 +135,7 @@ def test_the_files_gitrag_manages_itself_are_outside_the_record(tmp_path: Path) 
         assert store.ids(COLL) == set(IDS)
     finally:
         store.close()
+    assert not list(folder.glob(f"{file_record.RECORD}.tmp-*"))  # the stale one deleted by the next write
 
 
 def test_a_collection_of_an_older_gitrag_without_a_record_is_trusted_and_recorded(tmp_path: Path) -> None:

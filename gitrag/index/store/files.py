@@ -105,6 +105,8 @@ def _put(folder: Path, doc: dict[str, object]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    for stale in folder.glob(f"{RECORD}.tmp-*"):  # a write a crash cut short (the caller holds the lock)
+        stale.unlink(missing_ok=True)
 
 
 def forget(folder: Path) -> None:
