@@ -2,6 +2,7 @@
 
     python bench/bench_integrity.py dtype --corpus DIR [--embedder NAME]
     python bench/bench_integrity.py cost --corpus REPO [--questions N]
+    python bench/bench_integrity.py files --corpus REPO [--home DIR]
 
 ``dtype``: bench/bench_retrieval.py twice, in one run, on the corpora in DIR (see that
 script), each in a fresh GITRAG_HOME: once with the cache keeping float32 vectors, once
@@ -27,6 +28,12 @@ in a fresh GITRAG_HOME, then
   cache's memory of checked signature rows is emptied before every query, so each query
   pays for its points as if this process read them first (a daemon asked about the same
   code again pays less).
+
+``files``: the store file record (gitrag.index.store.files) of each collection of REPO's
+index (made first in ``--home``, default a fresh GITRAG_HOME; an index there is reused): its
+files, and the CPU of :func:`check` and :func:`write` (p50 of 20 each) beside the CPU of the
+engine's own open and close of the shard (``EdgeShard.load`` + ``close``, p50 of 10), which
+every process that opens the collection pays with them.
 
 Timings are ratios within one process on a machine that may be shared; bytes are exact.
 """
@@ -273,6 +280,47 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:
               f"mean {statistics.mean(a) / statistics.mean(b):.3f}")
 
 
+def files(args: argparse.Namespace) -> int:
+    os.environ["GITRAG_HOME"] = args.home or tempfile.mkdtemp(prefix="gitrag-bench-files-")
+    from qdrant_edge import EdgeShard
+
+    from gitrag.index.indexer import Indexer
+    from gitrag.index.store import files as record
+    from gitrag.index.workspace import open_workspace
+    from gitrag.surfaces import output
+
+    ws = open_workspace(args.corpus)
+    try:
+        with output.progress_bar(False) as progress:
+            summary = Indexer(ws, progress).sync()
+        root = ws.store.root
+    finally:
+        ws.close()
+
+    def p50(fn, n: int) -> float:
+        took = []
+        for _ in range(n):
+            c = time.process_time()
+            fn()
+            took.append(1000 * (time.process_time() - c))
+        return statistics.median(took)
+
+    for folder in sorted(p for p in root.iterdir() if (p / record.RECORD).is_file()):
+        taken = record.take(folder)
+        small = [e for e in taken.values() if e[2] is not None]
+        assert record.check(folder) is None, record.check(folder)
+        check = p50(lambda f=folder: record.check(f), 20)
+        write = p50(lambda f=folder: record.write(f), 20)
+        engine = p50(lambda f=folder: EdgeShard.load(str(f)).close(), 10)
+        record.write(folder)  # the engine's open and close rewrote file times
+        print(f"{folder.name}: {summary.chunks_total} chunks, {len(taken)} files "
+              f"({len(small)} of them <= {record.DIGEST_MAX // 1024} KB, {sum(e[0] for e in small):,} bytes digested); "
+              f"CPU p50: check {check:.2f} ms, write {write:.2f} ms; the engine's load + close {engine:.2f} ms; "
+              f"a process that opens and closes it: check + 2 writes = {check + 2 * write:.2f} ms = "
+              f"{100 * (check + 2 * write) / engine:.0f}% of the engine's")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -285,8 +333,11 @@ def main() -> int:
     c.add_argument("--home", default=None, help=argparse.SUPPRESS)  # the queries only, on that GITRAG_HOME's index
     c.add_argument("--before", default=None, metavar="REV",
                    help="also time the check of gitrag/index/integrity.py at this git revision, interleaved")
+    f = sub.add_parser("files", help="the store file record's CPU per open, beside the engine's open")
+    f.add_argument("--corpus", required=True)
+    f.add_argument("--home", default=None, help="a GITRAG_HOME (its index reused; default: a fresh one)")
     args = ap.parse_args()
-    return dtype(args) if args.what == "dtype" else cost(args)
+    return {"dtype": dtype, "cost": cost, "files": files}[args.what](args)
 
 
 if __name__ == "__main__":

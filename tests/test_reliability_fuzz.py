@@ -15,8 +15,9 @@ follows and the questions are asked again. A trial counts as
 
 A damage that changes nothing anyone reads (a flipped byte in a preallocated, unused part of
 a file) is neither detected nor wrong: it is harmless. The commands run in-process
-(click's runner), so a trial costs a few hundred ms. Trials: ``GITRAG_FUZZ_TRIALS``
-(default 100), seed ``GITRAG_FUZZ_SEED`` (default 23).
+(click's runner), so a trial costs a few hundred ms (a damaged collection's rebuild most of
+it). Trials: ``GITRAG_FUZZ_TRIALS`` (default 100, ~2 min); seeds: ``GITRAG_FUZZ_SEED``
+(default 23; several, comma-separated, run one after the other: ``GITRAG_FUZZ_SEED=7,1``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gitrag import config
@@ -37,7 +39,7 @@ from tests.reliability import commit_a, record
 
 GROUP = "integrity"
 TRIALS = int(os.environ.get("GITRAG_FUZZ_TRIALS", "100"))
-SEED = int(os.environ.get("GITRAG_FUZZ_SEED", "23"))
+SEEDS = [int(s) for s in os.environ.get("GITRAG_FUZZ_SEED", "23").split(",") if s.strip()]
 QUESTIONS = ["how is gamma computed"]
 
 
@@ -94,12 +96,14 @@ def _damage(rng: random.Random, files: list[Path]) -> tuple[str, Path]:
     return kind, target
 
 
-def test_corruption_fuzz(repo: Repo) -> None:
+@pytest.mark.timeout(max(300, 4 * TRIALS))  # ~1.2 s a trial on a loaded machine, a bound of 4
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_corruption_fuzz(repo: Repo, seed: int) -> None:
     commit_a(repo)
     assert _invoke("index", "--repo", str(repo.path))[0] == 0
     want, code, err = _answers(repo.path)
     assert want is not None and code == 0, err
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     t = Tally()
     for trial in range(TRIALS):
         files = sorted(p for p in config.data_root().rglob("*") if p.is_file())
@@ -141,5 +145,5 @@ def test_corruption_fuzz(repo: Repo) -> None:
         print(line)
     assert t.internal == 0 and t.wrong == 0, "\n".join(t.failures[:20])
     assert t.healed == t.trials, "\n".join(t.failures[:20])
-    record(f"corruption fuzz, seed {SEED}: random byte flips, truncations and deletions of any file under the "
+    record(f"corruption fuzz, seed {seed}: random byte flips, truncations and deletions of any file under the "
            f"data folder, each followed by ask and doctor", summary, 0, t.wrong, GROUP)

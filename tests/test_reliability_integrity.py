@@ -9,6 +9,7 @@ without a word, never an internal error (exit 3).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -266,6 +267,17 @@ def _segment_files(name: str) -> list[Path]:
     return sorted(config.data_root().glob(f"*/qdrant/*/segments/*/{name}"))
 
 
+def _overwrite(path: Path, data: bytes, rot: bool = True) -> None:
+    """``data`` over the start of ``path``; with ``rot`` its mtime put back, as bit rot leaves it
+    (what the store's file record, which compares a large file's mtime, cannot see: the
+    per-query checks' case)."""
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    if rot:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def _ask(path: Path, question: str, mode: str = "hybrid") -> subprocess.CompletedProcess[str]:
     return run("ask", question, "--json", "--no-answer", "--mode", mode, "--repo", str(path))
 
@@ -296,14 +308,11 @@ def _doctor(path: Path, *extra: str) -> tuple[int, str]:
 
 def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
         repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
     commit_a(repo)
     sync(repo.path)
     before = _asked(repo.path, "dense")
     (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
-    with open(vectors, "r+b") as fh:  # random bytes over every stored vector
-        fh.write(os.urandom(64 * 1024))
+    _overwrite(vectors, os.urandom(64 * 1024))  # random bytes over every stored vector, the mtime kept
     code, line = _doctor(repo.path)  # today: "ok store", nothing else
     assert code == 1 and line.startswith("FAIL integrity") and "fail" in line, line
     assert "gitrag index --rebuild" in line
@@ -313,7 +322,7 @@ def test_dense_vectors_overwritten_in_the_store_are_detected_and_healed(
     assert _doctor(repo.path, "--deep")[1].startswith("ok   integrity")
     lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)
-    record("random bytes over the store's dense vector file", "doctor: FAIL integrity, fix `gitrag index --rebuild`; "
+    record("random bytes over the store's dense vector file, its mtime put back (bit rot)", "doctor: FAIL integrity, fix `gitrag index --rebuild`; "
            "the next ask finds the shown points' vectors failing their signature, rebuilds the collection from the "
            "cache (nothing embedded) and answers as before", lost, wrong, GROUP)
 
@@ -328,15 +337,14 @@ def test_vectors_the_engine_cannot_score_are_detected_and_healed(
     sync(repo.path)
     before = {mode: _asked(repo.path, mode) for mode in ("dense", "hybrid")}
     (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
-    with open(vectors, "r+b") as fh:
-        fh.write(b"\x00\x7e" * (32 * 1024))  # float16 NaN over every stored vector
+    _overwrite(vectors, b"\x00\x7e" * (32 * 1024))  # float16 NaN over every stored vector, the mtime kept
     after = _asked(repo.path, "dense")  # was: no result for any question, exit 0, no word
     assert after == before["dense"]
     assert _asked(repo.path, "hybrid") == before["hybrid"]
     assert _no_aside_left()
     lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
     assert (lost, wrong) == (0, 0)
-    record("NaN over every vector in the store's dense vector file (the engine scores none)", "the next ask finds "
+    record("NaN over every vector in the store's dense vector file, its mtime put back (the engine scores none)", "the next ask finds "
            "its dense list shorter than the branch's points, rebuilds the collection from the cache (nothing "
            "embedded) and answers as before (was: empty answers, exit 0, no word)", lost, wrong, GROUP)
 
@@ -383,6 +391,49 @@ def test_index_rebuild_repairs_a_corrupt_store_without_embedding(repo: Repo, tmp
     assert (lost, wrong) == (0, 0)
     record("`gitrag index --rebuild` on a broken store segment", "exit 0: moved aside, rebuilt from the cache "
            "(0 chunks embedded), the moved copy deleted", lost, wrong, GROUP)
+
+
+def test_a_store_file_written_behind_gitrag_is_found_before_the_engine_loads_it(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    (status,) = _segment_files("vector_storage-dense/deleted/status.dat")
+    _overwrite(status, b"\xff" * 8)  # a small file: compared by its bytes, whatever its mtime
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    _overwrite(vectors, os.urandom(64 * 1024), rot=False)  # a large one: by its size and mtime
+    first = _ask(repo.path, QUESTIONS[0])
+    assert "since gitrag last wrote it" in first.stderr and "is damaged" in first.stderr, first.stderr
+    assert _asked(repo.path, "hybrid") == before
+    assert "damaged" not in _ask(repo.path, QUESTIONS[0]).stderr  # healed once, recorded again
+    assert _no_aside_left()
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a store file changed behind gitrag (a deleted-flags status.dat overwritten; random bytes over the "
+           "dense vector file, its mtime new)", "the next ask finds the files differing from the collection's file "
+           "record before the engine loads them (a damaged file can abort the process inside the load), moves the "
+           "collection aside, rebuilds it from the cache (nothing embedded), answers as before", lost, wrong, GROUP)
+
+
+def test_a_store_whose_file_times_changed_is_rebuilt_once_and_then_trusted(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a process killed between a flush (or close) and the record's rename leaves: the
+    engine rewrote files with the same bytes, new mtimes (gitrag.index.store.files)."""
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    (vectors,) = _segment_files("vector_storage-dense/vectors/chunk_0.mmap")
+    os.utime(vectors)  # the bytes unchanged, the mtime now
+    first = _ask(repo.path, QUESTIONS[0])
+    assert "is damaged" in first.stderr and _answers(first) == before[0], first.stderr
+    second = _ask(repo.path, QUESTIONS[0])
+    assert "damaged" not in second.stderr and _answers(second) == before[0], second.stderr
+    assert _asked(repo.path, "hybrid") == before
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a store file's mtime changed, its bytes not (a process killed between the engine's flush and the file "
+           "record's update)", "the next ask rebuilds the collection once from the cache (nothing embedded) and "
+           "answers as before; the ask after it opens it without a word", lost, wrong, GROUP)
 
 
 def test_the_daemon_heals_a_store_it_holds_open(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -438,3 +489,37 @@ def test_a_manifest_row_that_is_no_longer_json_is_one_line_and_rebuild_repairs_i
            "it from git and the cache (0 chunks embedded); answers as before (was: exit 3, JSONDecodeError)",
            lost, wrong, GROUP)
 
+
+
+def test_a_state_index_that_lost_a_row_is_found_and_rebuild_repairs_it(
+        repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corruption fuzz's seeds 1 and 7: a flipped byte in ``state.db`` left the
+    ``points_by_path`` index without one row (``PRAGMA quick_check`` passes); a later heal
+    rebuilt the store from the manifest read through that index, one point short, and
+    ``index --rebuild`` kept the state, so the answers never came back."""
+    commit_a(repo)
+    sync(repo.path)
+    before = _asked(repo.path, "hybrid")
+    (state,) = config.data_root().glob("repo-*/state.db")
+    with sqlite3.connect(state) as db:  # the index rebuilt without one row, then declared whole again
+        (pid,) = db.execute("SELECT point_id FROM points ORDER BY point_id LIMIT 1").fetchone()
+        db.execute("DROP INDEX points_by_path")
+        db.execute(f"CREATE INDEX points_by_path ON points(path, blob) WHERE point_id != '{pid}'")
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX points_by_path ON points(path, blob)' "
+                   "WHERE name = 'points_by_path'")
+    with sqlite3.connect(state) as db:
+        assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"  # what --rebuild asked before
+        assert db.execute("PRAGMA integrity_check(1)").fetchone()[0] != "ok"
+    proc = run("doctor", "--deep", "--repo", str(repo.path))
+    assert proc.returncode == 1 and f"{state} fails SQLite's check" in proc.stdout, proc.stdout
+    rebuilt = run("index", "--rebuild", "--json", "--repo", str(repo.path))  # was: the store rebuilt one point short
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["chunks_embedded"] == 0
+    assert _asked(repo.path, "hybrid") == before
+    lost, wrong = lost_wrong(repo.path, tmp_path, monkeypatch)
+    assert (lost, wrong) == (0, 0)
+    record("a state.db index that lost a row (`points_by_path`; SQLite's quick_check passes)", "doctor --deep: FAIL "
+           "naming state.db; `gitrag index --rebuild` finds it (integrity_check), sets the state aside and rebuilds "
+           "it from git and the cache (0 chunks embedded); answers as before (was: the store rebuilt one point "
+           "short, every ask failing its count check)", lost, wrong, GROUP)

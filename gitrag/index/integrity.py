@@ -342,7 +342,7 @@ def audit(ws: Any, deep: bool) -> tuple[list[str], dict[str, int]]:
         elif result["bad"]:
             problems.append(f"{result['bad']} vector cache rows failed their digests: dropped "
                             "(embedded again by the next `gitrag index`)")
-        check = ws.state.db.execute("PRAGMA quick_check").fetchone()
+        check = ws.state.db.execute("PRAGMA integrity_check(1)").fetchone()  # indexes too (quick_check skips them)
         if check is None or check[0] != "ok":
             problems.append(f"{ws.state.path} fails SQLite's check ({check[0] if check else '?'})")
     else:

@@ -18,7 +18,10 @@ Every call holds one lock per store, so the daemon may search from one thread wh
 another upserts. Engine exceptions (bare ``Exception``) become :class:`StoreError`; on an
 existing collection, one that is not a full disk or a lock (an engine panic included), or
 a segment lacking one of its files, is :class:`StoreDamaged`: gitrag.index.heal moves the
-collection aside (:meth:`EdgeStore.move_aside`) and rebuilds it.
+collection aside (:meth:`EdgeStore.move_aside`) and rebuilds it. So is a collection whose
+files differ from its file record (``<name>/gitrag-files``, gitrag.index.store.files), taken
+after every open, flush, optimize and close and checked before the engine loads the shard
+(a damaged file can abort the process inside the load).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import structlog
 from qdrant_edge import (
     CountRequest,
     Distance,
@@ -65,6 +69,7 @@ from qdrant_edge import (
 )
 
 from gitrag.errors import StoreError, StoreHeld
+from gitrag.index.store import files as file_record
 from gitrag.index.store._common import (
     BRANCHES,
     HIDDEN,
@@ -78,6 +83,8 @@ from gitrag.index.store._common import (
     translate,
 )
 from gitrag.index.store.base import DENSE, RRF_K, SPARSE, BranchView, Hit, PointRecord, SearchFilter, SparseVec
+
+log = structlog.get_logger("gitrag.index.store.edge")
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: marks a complete shard
 _SCROLL_PAGE = 10_000
@@ -292,6 +299,7 @@ class EdgeStore:
         self._held: dict[str, int] = {}  # collection -> fd of its flock'ed ``<name>.lock``
         self._lock = threading.RLock()
         self._written: dict[str, int] = {}  # collection -> points upserted since its last optimize
+        self._recorded: set[str] = set()  # collections whose file record matches their files (store.files)
 
     def mapped_files(self) -> tuple[Path, threading.RLock]:
         """(the folder of the shards' memory-mapped segment and WAL files, the lock under
@@ -355,13 +363,43 @@ class EdgeStore:
         self._hold(name)
         try:
             _check_files(folder)
+            # before the engine reads a byte: a damaged file can abort the process inside
+            # the load (store.files), where no exception would reach the heal
+            problem = file_record.check(folder)
+            if problem is not None:
+                raise damaged(f"collection {folder}", f"{problem} since gitrag last wrote it")
             with checked(f"collection {folder}"):
                 shard = EdgeShard.load(str(folder))
         except BaseException:
             self._let_go(name)
             raise
         self._shards[name] = shard
+        self._record(name)  # the load rewrites some files (the same bytes, new mtimes)
         return shard
+
+    def _record(self, name: str) -> None:
+        """Take the collection's file record (store.files) after gitrag's engine wrote its
+        files; where it cannot be written the old one is deleted (never a stale record)."""
+        folder = self._dir(name)
+        self._recorded.discard(name)
+        try:
+            file_record.write(folder)
+        except OSError as exc:
+            file_record.forget(folder)
+            log.warning("the store's file record could not be written", collection=str(folder), error=str(exc))
+            return
+        self._recorded.add(name)
+
+    def _writing(self, name: str) -> None:
+        """Before the engine writes the collection's files: its record becomes the mark "being
+        written" (once per record; store.files says why)."""
+        if name in self._recorded:
+            self._recorded.discard(name)
+            folder = self._dir(name)
+            try:
+                file_record.mark_writing(folder)
+            except OSError:
+                file_record.forget(folder)
 
     def create_collection(self, name: str, dim: int) -> None:
         """Create ``root/<name>/`` with dense ``dim`` (cosine) and sparse (IDF) vectors.
@@ -390,6 +428,7 @@ class EdgeStore:
                 self._let_go(name)
                 raise
             self._shards[name] = shard
+            self._record(name)
 
     def _check_dim(self, name: str, folder: Path, dim: int) -> None:
         try:
@@ -446,6 +485,7 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
+            self._writing(name)
             with checked(f"collection {self._dir(name)}"):
                 shard.update(operation())
 
@@ -627,8 +667,13 @@ class EdgeStore:
                 return
             shard = self._shard(name)
             self._require_space()
-            with checked(f"collection {self._dir(name)}"):
-                shard.flush()
+            try:
+                with checked(f"collection {self._dir(name)}"):
+                    shard.flush()
+            except BaseException:
+                file_record.forget(self._dir(name))  # files half written: the engine's word, not the record's
+                raise
+            self._record(name)
 
     def optimize(self, name: str) -> None:
         """Let the optimizer run, then flush. Qdrant Edge has no background optimizer: this
@@ -641,10 +686,16 @@ class EdgeStore:
         with self._lock:
             shard = self._shard(name)
             self._require_space()
-            with translate(f"collection {self._dir(name)}"):
-                self._written[name] = 0
-                shard.optimize()
-                shard.flush()
+            self._writing(name)
+            try:
+                with translate(f"collection {self._dir(name)}"):
+                    self._written[name] = 0
+                    shard.optimize()
+                    shard.flush()
+            except BaseException:
+                file_record.forget(self._dir(name))
+                raise
+            self._record(name)
 
     def size_bytes(self, name: str) -> int:
         """Bytes on disk under ``root/<name>/`` (0 if missing)."""
@@ -660,7 +711,9 @@ class EdgeStore:
                 try:
                     shard.flush()
                     shard.close()
+                    self._record(name)
                 except Exception as exc:  # noqa: BLE001 - close the others anyway
+                    file_record.forget(self._dir(name))
                     errors.append(f"{name}: {exc}")
                 finally:
                     self._let_go(name)
