@@ -218,7 +218,7 @@ class Indexer:
         touched = self._touched(branch, head) | repaired
         self._apply(branch, head, touched, summary, repaired)
         if summary.points_upserted or summary.points_deleted or summary.payloads_updated:
-            self.ws.store.optimize(branch.collection)  # once per sync, after its last batch
+            views.settle(self.ws, branch.collection)  # once per sync, after its last batch: when enough changed
         summary.chunks_total = self.ws.state.point_count(name)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
@@ -603,6 +603,7 @@ def forget_branch(ws: Workspace, branch: Branch) -> None:
         ws.state.drop_branch(branch.name)
     if not any(b.collection == branch.collection for b in ws.state.branches()):
         ws.store.drop_collection(branch.collection)
+        ws.state.clear_unoptimized(branch.collection)
 
 
 def release_branch(ws: Workspace, branch: Branch) -> None:

@@ -15,6 +15,9 @@ Every branch's manifest is built from rows shared by all branches that hold the 
   blob share one set of rows (:meth:`State.points`).
 - ``journal``: per branch, the paths a store write is changing; non-empty after a crash,
   or when a chunk failed to embed (the next sync does those paths again).
+- ``meta``: the state's notes, among them ``unoptimized/<collection>``: the points written to
+  a collection since its store optimizer last ran (:meth:`State.unoptimized`), so the
+  optimizer runs once enough changed, not after every sync (gitrag.index.views.settle).
 - ``symbols``: per blob, the chunker's definitions and references (the symbol graph), as
   zlib-compressed JSON (:func:`graph_text`); ``symbol_names`` indexes its definitions by name.
 
@@ -201,6 +204,20 @@ class Snapshot:
 
     members: dict[str, Member]
     branches: dict[str, Branch]
+
+
+@dataclass(frozen=True)
+class StoreWrites:
+    """Points written to a collection's store: upserted, deleted, and whose membership payload
+    was set (``moved``: a segment the optimizer sealed keeps a dead copy of each of them)."""
+
+    written: int = 0
+    deleted: int = 0
+    moved: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.written + self.deleted + self.moved
 
 
 @dataclass(frozen=True)
@@ -624,9 +641,25 @@ class State:
             out.setdefault(b, []).append(p)
         return out
 
-    def write_journal(self, branch: str, paths: Iterable[str]) -> None:
+    def write_journal(self, branch: str, paths: Iterable[str], writes: tuple[str, StoreWrites] | None = None) -> None:
+        """Journal ``paths`` for ``branch``; with ``writes`` (collection, the store writes about
+        to be made), add them to the collection's :meth:`unoptimized` count in the same
+        transaction (counted before they are made: a crash counts writes the repair redoes)."""
         with self.transaction() as db:
             db.executemany("INSERT OR IGNORE INTO journal VALUES(?,?)", [(branch, p) for p in paths])
+            if writes is not None:
+                _add_unoptimized(db, *writes)
+
+    # -- the store's optimizer -------------------------------------------------------
+    def unoptimized(self, collection: str) -> StoreWrites:
+        """The point writes made to ``collection`` since its optimizer last ran (as
+        :meth:`write_journal` counted them; zero when none were counted)."""
+        return _unoptimized(self.db, collection)
+
+    def clear_unoptimized(self, collection: str) -> None:
+        """The optimizer of ``collection`` ran (or the collection is gone): its count is zero."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key=?", (_unoptimized_key(collection),))
 
     def clear_journal_of_gone_branches(self) -> None:
         with self.transaction() as db:
@@ -830,6 +863,25 @@ def _drop_branch(db: sqlite3.Connection, name: str) -> None:
 
 def _set_materialized(db: sqlite3.Connection, name: str, materialized: bool) -> None:
     db.execute("UPDATE branches SET materialized=? WHERE name=?", (int(materialized), name))
+
+
+def _unoptimized_key(collection: str) -> str:
+    return f"unoptimized/{collection}"
+
+
+def _unoptimized(db: sqlite3.Connection, collection: str) -> StoreWrites:
+    row = db.execute("SELECT value FROM meta WHERE key=?", (_unoptimized_key(collection),)).fetchone()
+    try:
+        written, deleted, moved = (int(n) for n in json.loads(row[0])) if row is not None else (0, 0, 0)
+    except (ValueError, TypeError):  # not three numbers: counted as nothing (the next optimize rewrites it)
+        return StoreWrites()
+    return StoreWrites(written, deleted, moved)
+
+
+def _add_unoptimized(db: sqlite3.Connection, collection: str, writes: StoreWrites) -> None:
+    have = _unoptimized(db, collection)
+    total = [have.written + writes.written, have.deleted + writes.deleted, have.moved + writes.moved]
+    db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (_unoptimized_key(collection), json.dumps(total)))
 
 
 def _commit_paths(
