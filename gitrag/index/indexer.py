@@ -246,9 +246,9 @@ class Indexer:
             views.rebuild(ws, fp, collection, ws.embedder.dim, name)
         if branch is None:
             base = self._nearest_indexed(head, fp)
-            change = state_mod.change_create_branch(name, collection, fp, base.name if base else None)
             # it holds what its base holds: only points where the base differs from its root change
-            paths = [] if base is None else _own_paths(ws, base, base_of_new=True)
+            root, paths, only = (None, [], None) if base is None else self._choose_root(base, head)
+            change = state_mod.change_create_branch(name, collection, fp, base.name if base else None, root, only)
             views.transition(ws, name, fp, collection, paths, change)
             branch = state.branch(name)
             assert branch is not None
@@ -259,6 +259,44 @@ class Indexer:
             branch = state.branch(name)
             assert branch is not None
         return branch
+
+    def _choose_root(self, base: Branch, head: str
+                     ) -> tuple[str | None, list[str] | None, frozenset[tuple[str, str]] | None]:
+        """(root, paths whose membership changes, the (path, blob) of ``base``'s files it
+        takes (None: all)) of a new branch at ``head`` that starts from ``base``'s files.
+
+        Its membership is written where it differs from its root (gitrag.index.views), so
+        the root is the one it differs from least: of the materialized roots of ``base``'s
+        pipeline, the one whose indexed commit's tree differs from ``head``'s in the fewest
+        paths (a tree diff: no blob is read; ``base``'s own root wins a tie), or the new
+        branch itself (None: a root) when fewer of ``head``'s files are in ``base`` than
+        that (each then names it). A branch far from every root (an old release) becomes a
+        root, taking only the files of ``base`` that ``head`` has (its sync does the rest),
+        and a branch started near it later is rooted at it: it writes its own difference,
+        not its whole distance from the first root."""
+        ws, repo = self.ws, self.ws.repo
+        default = base.root if base.root is not None else base.name
+        roots = {b.name: b.indexed_commit for b in ws.state.branches() if b.root is None and b.materialized
+                 and b.fingerprint == base.fingerprint and b.chunker == base.chunker
+                 and b.indexed_commit and repo.has_commit(b.indexed_commit)}
+        if default not in roots or base.indexed_commit is None:  # its root is out of the store, or another pipeline
+            return state_mod.BASE_ROOT, _own_paths(ws, base, base_of_new=True), None
+        cost = {name: repo.paths_differing(commit, head) for name, commit in roots.items() if commit}
+        best = min(cost, key=lambda n: (cost[n], n != default, n))
+        near = ws.state.file_count(base.name) - repo.paths_differing(base.indexed_commit, head)  # >= shared files
+        if near < 2 * cost[best] and not ws.state.journal_paths(base.name):  # base's manifest is its commit's tree
+            tree = {(e.path, e.blob) for e in repo.files(head)}
+            files = ws.state.files(base.name)
+            shared = [p for p, f in files.items() if (p, f.blob) in tree]
+            if len(shared) < cost[best]:
+                log.info("a new branch far from every root becomes a root", base=base.name, shared_files=len(shared),
+                         nearest_root=best, differing_files=cost[best])
+                return None, [p for p in shared if files[p].skip_reason is None], frozenset(tree)
+        if best == default:
+            return state_mod.BASE_ROOT, _own_paths(ws, base, base_of_new=True), None
+        log.info("a new branch rooted at its nearest root", base=base.name, root=best, differing_files=cost[best],
+                 base_root_differing_files=cost[default])
+        return best, ws.state.differing_paths(base.name, best), None
 
     def _nearest_indexed(self, head: str, fingerprint: str) -> Branch | None:
         repo, best, best_dist = self.ws.repo, None, None
@@ -579,8 +617,13 @@ class _Feed:
 
 def _own_paths(ws: Workspace, branch: Branch, base_of_new: bool = False) -> list[str] | None:
     """The paths whose points change membership when ``branch`` comes or goes: where it
-    differs from its root (None: every path: a root, a root out of the store, another
-    pipeline). ``base_of_new``: for a new branch started from ``branch`` (rooted at its root)."""
+    differs from its root, or a root's own indexed paths (None: every path: a root others
+    are rooted at, a root out of the store, another pipeline). ``base_of_new``: for a new
+    branch started from ``branch`` (rooted at its root)."""
+    if branch.root is None and not base_of_new:  # a root: its own points, unless branches are rooted at it
+        if any(b.root == branch.name for b in ws.state.branches()):
+            return None
+        return ws.state.indexed_paths(branch.name)
     root_name = branch.root if branch.root is not None else (branch.name if base_of_new else None)
     root = ws.state.branch(root_name) if root_name is not None else None
     if root is None or not root.materialized:

@@ -508,6 +508,10 @@ class State:
         rows = self.db.execute("SELECT path, blob, skip_reason FROM files WHERE branch=?", (branch,))
         return {r[0]: FileRow(*r) for r in rows}
 
+    def file_count(self, branch: str) -> int:
+        """Paths in the branch's manifest (indexed or skipped)."""
+        return int(self.db.execute("SELECT count(*) FROM files WHERE branch=?", (branch,)).fetchone()[0])
+
     def files_of(self, branch: str, paths: Iterable[str]) -> dict[str, FileRow]:
         """The manifest rows of ``paths`` only (those the branch has), 500 per query."""
         out: dict[str, FileRow] = {}
@@ -841,14 +845,24 @@ def _fill_symbol_names(db: sqlite3.Connection) -> int:
 
 # -- state changes: each runs inside a transaction (State.apply, State.plan) ----------------
 
-def _create_branch(db: sqlite3.Connection, name: str, collection: str, fingerprint: str, copy_from: str | None) -> None:
+BASE_ROOT = "\0base"  # change_create_branch's default root: the base's root (or the base, a root)
+
+
+def _create_branch(db: sqlite3.Connection, name: str, collection: str, fingerprint: str, copy_from: str | None,
+                   root: str | None = BASE_ROOT, only: frozenset[tuple[str, str]] | None = None) -> None:
     _drop_branch(db, name)
-    commit = chunker = root = None
+    commit = chunker = None
+    chosen = root
+    root = None
     if copy_from is not None:
         commit, chunker, base_root = db.execute(
             "SELECT indexed_commit, chunker, root FROM branches WHERE name=?", (copy_from,)).fetchone()
-        root = base_root or copy_from
-        db.execute("INSERT INTO files SELECT ?, path, blob, skip_reason FROM files WHERE branch=?", (name, copy_from))
+        root = (base_root or copy_from) if chosen == BASE_ROOT else chosen
+        if only is None:
+            db.execute("INSERT INTO files SELECT ?, path, blob, skip_reason FROM files WHERE branch=?", (name, copy_from))
+        else:
+            rows = db.execute("SELECT path, blob, skip_reason FROM files WHERE branch=?", (copy_from,)).fetchall()
+            db.executemany("INSERT INTO files VALUES(?,?,?,?)", [(name, *r) for r in rows if (r[0], r[1]) in only])
     now = time.time()
     db.execute("INSERT INTO branches VALUES(?,?,?,?,?,?,?,1,?)",
                (name, collection, fingerprint, commit, now, now, chunker, root))
@@ -946,8 +960,14 @@ def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) 
     return {pid: Member(row, frozenset(b)) for pid, (row, b) in found.items()}
 
 
-def change_create_branch(name: str, collection: str, fingerprint: str, copy_from: str | None) -> Callable[[sqlite3.Connection], None]:
-    return lambda db: _create_branch(db, name, collection, fingerprint, copy_from)
+def change_create_branch(name: str, collection: str, fingerprint: str, copy_from: str | None,
+                         root: str | None = BASE_ROOT, only: frozenset[tuple[str, str]] | None = None,
+                         ) -> Callable[[sqlite3.Connection], None]:
+    """A new branch ``name`` holding the files of ``copy_from`` (None: none; ``only``: those
+    of these (path, blob)), at its indexed commit, rooted at ``root``: a materialized root
+    branch of the same pipeline, None for a root itself, or BASE_ROOT (``copy_from``'s
+    root, or ``copy_from`` when it is a root)."""
+    return lambda db: _create_branch(db, name, collection, fingerprint, copy_from, root, only)
 
 
 def change_drop_branch(name: str) -> Callable[[sqlite3.Connection], None]:
