@@ -75,23 +75,28 @@ def commit_appending(repo: Path, parent: str, paths: list[str], tag: str) -> str
     return git(repo, "commit-tree", new_tree, "-p", parent, "-m", f"bench {tag}").strip()
 
 
+def with_copies(repo: Path, commit: str, copies: int) -> str:
+    """A commit on ``commit`` whose tree is its tree plus ``copies`` copies of it under ``copy-<n>/``."""
+    if copies <= 0:
+        return commit
+    index = repo / ".git" / "bench-index-copies"
+    env = {**os.environ, **ENV, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "-C", str(repo), "read-tree", commit], check=True, env=env)
+    for n in range(1, copies + 1):
+        subprocess.run(["git", "-C", str(repo), "read-tree", f"--prefix=copy-{n}/", commit], check=True, env=env)
+    tree = subprocess.run(["git", "-C", str(repo), "write-tree"], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+    index.unlink()
+    return git(repo, "commit-tree", tree, "-p", commit, "-m", f"{copies} copies of the tree").strip()
+
+
 def prepare(corpus: Path, work: Path, copies: int, files: int, far: str | None, baseline: Path) -> dict[str, Any]:
     """The kept index of A and the commits of the steps (refs made by the worker as it goes)."""
     repo = work / "repo"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(corpus), str(repo)], check=True)
     git(repo, "checkout", "-q", "-B", "main")
-    head = git(repo, "rev-parse", "HEAD").strip()
-    if copies > 0:
-        index = repo / ".git" / "bench-index-copies"
-        env = {**os.environ, **ENV, "GIT_INDEX_FILE": str(index)}
-        subprocess.run(["git", "-C", str(repo), "read-tree", head], check=True, env=env)
-        for n in range(1, copies + 1):
-            subprocess.run(["git", "-C", str(repo), "read-tree", f"--prefix=copy-{n}/", head], check=True, env=env)
-        tree = subprocess.run(["git", "-C", str(repo), "write-tree"], capture_output=True, text=True, check=True,
-                              env=env).stdout.strip()
-        index.unlink()
-        head = git(repo, "commit-tree", tree, "-p", head, "-m", f"{copies} copies of the tree").strip()
-        git(repo, "update-ref", "refs/heads/main", head)
+    head = with_copies(repo, git(repo, "rev-parse", "HEAD").strip(), copies)
+    git(repo, "update-ref", "refs/heads/main", head)
     py = [p for p in git(repo, "ls-tree", "-r", "-l", head).splitlines() if p.endswith(".py")]
     mid = [line.split("\t", 1)[1] for line in py if 4000 < int(line.split()[3]) < 40000]
     mid = mid[:: max(1, len(mid) // 50)]  # a spread of mid-sized files, the same every run
@@ -102,7 +107,7 @@ def prepare(corpus: Path, work: Path, copies: int, files: int, far: str | None, 
     commits["back to A"] = ("main", head)
     commits["commit on A"] = ("main", commit_appending(repo, head, mid[files + 1 : files + 2], "a1"))
     if far is not None:
-        far_commit = git(repo, "rev-parse", far).strip()
+        far_commit = with_copies(repo, git(repo, "rev-parse", far).strip(), copies)
         far_py = [line.split("\t", 1)[1] for line in git(repo, "ls-tree", "-r", "-l", far_commit).splitlines()
                   if line.endswith(".py") and 4000 < int(line.split()[3]) < 40000]
         commits["far C"] = ("far", far_commit)
@@ -114,20 +119,29 @@ def prepare(corpus: Path, work: Path, copies: int, files: int, far: str | None, 
     subprocess.run([sys.executable, str(Path(__file__).resolve()), "--index", str(repo), "--out", str(out)],
                    env=env, cwd=baseline, check=True)
     a = json.loads(out.read_text())
+    if far is not None:  # its chunks embedded once, into the shared vector cache: the runs chunk, not embed
+        git(repo, "update-ref", "refs/heads/warm", commits["far C"][1])
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--index", str(repo), "--out", str(out),
+                        "--warm", "warm"], env=env, cwd=baseline, check=True)
+        git(repo, "update-ref", "-d", "refs/heads/warm")
     print(f"A indexed: {a['chunks_total']} chunks, {a['cpu_s']:.1f} CPU-s, {time.perf_counter() - t0:.0f} s wall",
           file=sys.stderr, flush=True)
     return {"a": a, "steps": commits}
 
 
-def index_once(repo: Path, out: Path) -> None:
-    """Branch A's first index (in this process, the gitrag on PYTHONPATH)."""
-    from gitrag.index.indexer import Indexer
+def index_once(repo: Path, out: Path, warm: str | None) -> None:
+    """Branch A's first index (in this process, the gitrag on PYTHONPATH); ``warm``: index
+    that branch, then forget it (its vectors stay in the cache)."""
+    from gitrag.index.indexer import Indexer, forget_branch
     from gitrag.index.workspace import open_workspace
 
     t0 = time.process_time()
     ws = open_workspace(repo)
     try:
-        s = Indexer(ws).sync(branch="main")
+        s = Indexer(ws).sync(branch=warm or "main", history=warm is None)
+        if warm:
+            forget_branch(ws, ws.state.branch(warm))  # type: ignore[arg-type]
+            return
     finally:
         ws.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker pool's
@@ -194,12 +208,15 @@ def main() -> None:
     ap.add_argument("--far", default=None, help="a commit far behind A: adds the 'far C' and 'near D' steps")
     ap.add_argument("--json", type=Path, default=None, help="write every run's rows there")
     ap.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep A's index in this folder, and reuse it when it is there (same corpus and options)")
     ap.add_argument("--index", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--warm", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--steps", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.index is not None:
-        index_once(args.index, args.out)
+        index_once(args.index, args.out, args.warm)
         return
     if args.steps is not None:
         run_steps(Path(args.steps), json.loads(os.environ["BENCH_STEPS"]), args.out)
@@ -210,10 +227,18 @@ def main() -> None:
     try:
         (base / "code-before").mkdir()
         code = baseline_code(args.baseline, base / "code-before")
-        golden, work = base / "golden", base / "work"
-        work.mkdir()
-        prep = prepare(args.corpus.resolve(), work, args.copies, args.files, args.far, code)
-        work.rename(golden)
+        golden = args.keep.resolve() if args.keep else base / "golden"
+        work = golden.with_name(golden.name + "-run") if args.keep else base / "work"  # the same path every time
+        if (golden / "prep.json").is_file():
+            prep = json.loads((golden / "prep.json").read_text())
+            print(f"A's index reused from {golden}", file=sys.stderr)
+        else:
+            work.mkdir()
+            prep = prepare(args.corpus.resolve(), work, args.copies, args.files, args.far, code)
+            (work / "prep.json").write_text(json.dumps(prep))
+            shutil.rmtree(golden, ignore_errors=True)
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-a", str(work), str(golden)], check=True)
         codes = {"before": code, "after": ROOT}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
         for r in range(args.rounds):
