@@ -1,7 +1,7 @@
 """What a branch switch costs after a big branch: CPU of the sync of a new branch, before vs after (issue 21).
 
     python bench/bench_branch_switch.py --corpus DIR [--copies 3] [--files 3] [--rounds 2]
-                                        [--baseline REV] [--far REV] [--json OUT]
+                                        [--baseline REV] [--after REV] [--far REV] [--keep DIR] [--json OUT]
 
 The corpus (a git clone; sympy/sympy in BENCHMARKS.md) is cloned into a temporary folder,
 its tree copied ``--copies`` times under ``copy-<n>/`` in one more commit (same texts:
@@ -190,11 +190,13 @@ def run_steps(repo: Path, steps: dict[str, list[str]], out: Path) -> None:
     out.write_text(json.dumps(rows))
 
 
-def baseline_code(rev: str, out: Path) -> Path:
+def code_of(rev: str, out: Path, name: str) -> Path:
+    """The gitrag package of ``rev`` of this repository, in ``out`` (``git archive``)."""
     rev = git(ROOT, "rev-parse", "--short", rev).strip()
+    out.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gitrag"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    print(f"before = gitrag at {rev}", file=sys.stderr)
+    print(f"{name} = gitrag at {rev}", file=sys.stderr)
     return out
 
 
@@ -205,6 +207,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=3, help="files branch B changes")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--baseline", default="main", help="git revision of the 'before' code")
+    ap.add_argument("--after", default=None, help="git revision of the 'after' code (default: this checkout as it is)")
     ap.add_argument("--far", default=None, help="a commit far behind A: adds the 'far C' and 'near D' steps")
     ap.add_argument("--json", type=Path, default=None, help="write every run's rows there")
     ap.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
@@ -225,8 +228,8 @@ def main() -> None:
         ap.error("--corpus is required")
     base = Path(tempfile.mkdtemp(prefix="bench-switch-", dir=args.work))
     try:
-        (base / "code-before").mkdir()
-        code = baseline_code(args.baseline, base / "code-before")
+        code = code_of(args.baseline, base / "code-before", "before")
+        after = code_of(args.after, base / "code-after", "after") if args.after else ROOT
         golden = args.keep.resolve() if args.keep else base / "golden"
         work = golden.with_name(golden.name + "-run") if args.keep else base / "work"  # the same path every time
         if (golden / "prep.json").is_file():
@@ -239,7 +242,7 @@ def main() -> None:
             shutil.rmtree(golden, ignore_errors=True)
             golden.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["cp", "-a", str(work), str(golden)], check=True)
-        codes = {"before": code, "after": ROOT}
+        codes = {"before": code, "after": after}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
         for r in range(args.rounds):
             order = list(codes) if r % 2 == 0 else list(codes)[::-1]  # alternate who goes first
