@@ -35,6 +35,13 @@ def _view(path: Path, branch_name: str) -> dict[str, Any]:
         return rows
 
 
+def _root(path: Path, name: str) -> str | None:
+    with open_workspace(path) as ws:
+        branch = ws.state.branch(name)
+        assert branch is not None
+        return branch.root
+
+
 def _fresh(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> dict[str, Any]:
     old = os.environ["GITRAG_HOME"]
     monkeypatch.setenv("GITRAG_HOME", str(tmp_path / f"fresh-{name}"))
@@ -64,15 +71,13 @@ def test_a_branch_near_a_far_branch_is_rooted_at_it(history: Repo, tmp_path: Pat
     sync(repo.path)  # main: the first root
     far = sync(repo.path, branch="old")
     assert far.started_from == "main"
-    with open_workspace(repo.path) as ws:
-        assert ws.state.branch("old").root is None  # type: ignore[union-attr]  # 3 of 30 files shared: a root
+    assert _root(repo.path, "old") is None  # 3 of 30 files shared: a root
     repo.git("checkout", "-q", "-b", "fix", "old")
     repo.write("pkg/mod10.py", _module(10, "v1") + "def fixed():\n    return 1\n")
     repo.commit("a fix on the old release")
     near = sync(repo.path)
     assert near.started_from == "old"
-    with open_workspace(repo.path) as ws:
-        assert ws.state.branch("fix").root == "old"  # type: ignore[union-attr]
+    assert _root(repo.path, "fix") == "old"
     # its own difference: one file's points (new ones upserted, the old ones hidden), not the old release's 27 files
     assert near.points_upserted <= 6 and near.payloads_updated <= 6
     for name in ("main", "old", "fix"):
@@ -105,7 +110,6 @@ def test_a_branch_near_its_root_keeps_it(history: Repo, tmp_path: Path, monkeypa
     repo.write("pkg/mod20.py", _module(20, "v2") + "def extra():\n    return 2\n")
     repo.commit("one file")
     s = sync(repo.path)
-    with open_workspace(repo.path) as ws:
-        assert ws.state.branch("topic").root == "main"  # type: ignore[union-attr]
+    assert _root(repo.path, "topic") == "main"
     assert s.started_from == "main" and s.points_upserted <= 6
     assert _view(repo.path, "topic") == _fresh(repo, tmp_path, monkeypatch, "topic")

@@ -6,6 +6,7 @@ for what is left. Every answer in between is the one a fresh index gives."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,14 @@ def test_gc_runs_the_optimizer_for_the_writes_left(big: Repo, optimizes: list[st
         assert gc.full_pass(ws, {"main"}, cache=False)["optimized"] == []  # nothing left
         assert search(ws, "weigh the plums basket of apples", k=1)[0].symbol == "plums"
     assert optimizes == [collection]
+    big.write("pkg/mod01.py", _module(1, "\n\n" + _new_function("quinces")))
+    big.commit("another file")
+    sync(big.path)
+    assert _pending(big.path)[0] > 0
+    with open_workspace(big.path) as ws:  # the daemon's hourly pass too
+        assert gc.scheduled_pass(ws, {"main"}, time.time())["optimized"] == [collection]
+        assert ws.state.unoptimized(collection).total == 0
+    assert optimizes == [collection, collection]
 
 
 def test_a_change_of_a_fifth_of_a_small_collection_optimizes(repo: Repo, optimizes: list[str]) -> None:
@@ -175,6 +184,6 @@ def test_a_change_of_a_fifth_of_a_small_collection_optimizes(repo: Repo, optimiz
     repo.commit("one of four")
     with open_workspace(repo.path) as ws:
         s = Indexer(ws).sync()
-        assert _writes(s) >= views.OPTIMIZE_SHARE * ws.store.count(ws.state.branch("main").collection)  # type: ignore[union-attr]
+        assert _writes(s) >= views.OPTIMIZE_SHARE * ws.store.count(ws.collection())
     assert len(optimizes) == 1
     assert _pending(repo.path)[0] == 0
