@@ -187,3 +187,50 @@ def test_a_change_of_a_fifth_of_a_small_collection_optimizes(repo: Repo, optimiz
         assert _writes(s) >= views.OPTIMIZE_SHARE * ws.store.count(ws.collection())
     assert len(optimizes) == 1
     assert _pending(repo.path)[0] == 0
+
+
+def test_the_point_count_a_sync_keeps_is_the_manifests(big: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync counts the points of the paths it touched, not the whole manifest (State.counted_points):
+    the total it reports is the manifest's count through edits, deletions, a new branch, a no-op,
+    a sync that fails half way, and a branch dropped and made again."""
+    from gitrag.index import indexer
+
+    def check(s: Any) -> None:
+        with open_workspace(big.path) as ws:
+            assert s.chunks_total == ws.state.point_count(s.branch), s.branch
+
+    check(sync(big.path))
+    big.write("pkg/mod00.py", _module(0, "\n\n" + _new_function("dates")))
+    big.git("rm", "-q", "pkg/mod01.py")
+    big.commit("edit and delete")
+    check(sync(big.path))
+    check(sync(big.path))  # nothing changed
+    big.git("checkout", "-q", "-b", "topic")
+    big.write("pkg/new.py", _new_function("limes"))
+    big.write("pkg/mod02.py", "x = 1\n")
+    big.commit("new file, shrunk file")
+    check(sync(big.path))
+    monkeypatch.setattr(indexer, "BATCH_FILES", 1)
+    for n in range(3, 8):
+        big.write(f"pkg/mod{n:02}.py", _module(n, "\n\n" + _new_function(f"kiwis_{n}")))
+    big.commit("five files")
+    real = indexer.Indexer._write_batch
+    done: list[int] = []
+
+    def failing(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(done) == 2:
+            raise RuntimeError("the machine stops half way")
+        done.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(indexer.Indexer, "_write_batch", failing)
+    with pytest.raises(RuntimeError):
+        sync(big.path)
+    monkeypatch.setattr(indexer.Indexer, "_write_batch", real)
+    check(sync(big.path))  # the journaled paths redone: counted anew
+    big.git("checkout", "-q", "main")
+    big.git("branch", "-D", "topic")
+    with open_workspace(big.path) as ws:
+        assert gc.drop_deleted(ws) == ["topic"]
+    big.git("checkout", "-q", "-b", "topic")
+    check(sync(big.path))

@@ -51,6 +51,7 @@ UPSERT_BATCH = views.UPSERT_BATCH  # the sync's points per upsert, named here so
 # it holds in memory (texts, vectors, sparse vectors, points, the plan) is bounded by the
 # batch, not by the repository (see Indexer._apply).
 BATCH_CHUNKS = 2048
+COUNT_PATHS = 2000  # a sync touching more paths counts the branch's points anew (else: the touched paths')
 BATCH_FILES = 512
 CACHE_BATCH = 1024  # embedded vectors written to the cache per transaction (or each second)
 # Everything that shapes a point besides the commit: a change makes the next sync
@@ -211,15 +212,25 @@ class Indexer:
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
         repaired |= set(self.ws.state.journal_paths(name))
+        state = self.ws.state
         if branch.indexed_commit == head and not repaired and branch.chunker == self.pipeline:
-            summary.chunks_total = self.ws.state.point_count(name)
+            summary.chunks_total = state.counted_points(branch)
+            if summary.chunks_total is None:  # counted once, then kept (nothing is under way: no journal)
+                summary.chunks_total = state.point_count(name)
+                state.set_counted_points(name, head, summary.chunks_total)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
         touched = self._touched(branch, head) | repaired
+        counted = state.counted_points(branch) if len(touched) <= COUNT_PATHS else None
+        if counted is not None:  # the total moves by the touched paths' difference
+            counted -= state.point_count_of(name, touched)
+        state.set_counted_points(name, None, None)  # unknown until the sync commits (a crash leaves it unknown)
         self._apply(branch, head, touched, summary, repaired)
         if summary.points_upserted or summary.points_deleted or summary.payloads_updated:
             views.settle(self.ws, branch.collection)  # once per sync, after its last batch: when enough changed
-        summary.chunks_total = self.ws.state.point_count(name)
+        summary.chunks_total = (state.point_count(name) if counted is None
+                                else counted + state.point_count_of(name, touched))
+        state.set_counted_points(name, head, summary.chunks_total)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
         return summary
@@ -252,6 +263,8 @@ class Indexer:
             views.transition(ws, name, fp, collection, paths, change)
             branch = state.branch(name)
             assert branch is not None
+            if base is not None and only is None:  # base's files: its count
+                state.set_counted_points(name, branch.indexed_commit, state.counted_points(base))
             summary.started_from = base.name if base else None
         if not branch.materialized:  # its points left the store (idle): back from the cache
             views.transition(ws, name, fp, collection, _own_paths(ws, branch),

@@ -17,7 +17,9 @@ Every branch's manifest is built from rows shared by all branches that hold the 
   or when a chunk failed to embed (the next sync does those paths again).
 - ``meta``: the state's notes, among them ``unoptimized/<collection>``: the points written to
   a collection since its store optimizer last ran (:meth:`State.unoptimized`), so the
-  optimizer runs once enough changed, not after every sync (gitrag.index.views.settle).
+  optimizer runs once enough changed, not after every sync (gitrag.index.views.settle);
+  and ``points/<branch>``: its point count at its indexed commit (:meth:`State.counted_points`),
+  so a sync counts the points of the paths it touched, not the whole manifest.
 - ``symbols``: per blob, the chunker's definitions and references (the symbol graph), as
   zlib-compressed JSON (:func:`graph_text`); ``symbol_names`` indexes its definitions by name.
 
@@ -569,7 +571,35 @@ class State:
         return sorted(r[0] for r in rows)
 
     def point_count(self, branch: str) -> int:
+        """Points of the branch's manifest: a count over the whole manifest (~0.4 s at 73k
+        points); a sync keeps it in ``meta`` instead (:meth:`counted_points`)."""
         return self.db.execute(f"SELECT count(*) FROM ({_BRANCH_POINTS})", (branch,)).fetchone()[0]
+
+    def point_count_of(self, branch: str, paths: Iterable[str]) -> int:
+        """Points of the branch's manifest in ``paths`` (one indexed query a path)."""
+        query = f"SELECT count(*) FROM ({_BRANCH_POINTS} AND f.path = ?)"
+        return sum(self.db.execute(query, (branch, p)).fetchone()[0] for p in paths)
+
+    def counted_points(self, branch: Branch) -> int | None:
+        """:meth:`point_count` of ``branch`` as the last sync counted it (``meta``
+        ``points/<name>``: [indexed commit, count]), or None when it is not known for the
+        branch's indexed commit (never counted, or a sync of it is under way or crashed)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (_points_key(branch.name),)).fetchone()
+        try:
+            commit, count = json.loads(row[0]) if row is not None else (None, None)
+        except (ValueError, TypeError):
+            return None
+        if commit is None or count is None or commit != branch.indexed_commit:
+            return None
+        return int(count)
+
+    def set_counted_points(self, name: str, commit: str | None, count: int | None) -> None:
+        """Record ``count`` points for branch ``name`` at ``commit`` (None: forget the count)."""
+        with self.transaction() as db:
+            if count is None or commit is None:
+                db.execute("DELETE FROM meta WHERE key=?", (_points_key(name),))
+            else:
+                db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (_points_key(name), json.dumps([commit, count])))
 
     def commit_paths(
         self, branch: str, updates: list[FileUpdate], commit: str, chunker: str, retry: Iterable[str] = ()
@@ -868,7 +898,12 @@ def _create_branch(db: sqlite3.Connection, name: str, collection: str, fingerpri
                (name, collection, fingerprint, commit, now, now, chunker, root))
 
 
+def _points_key(name: str) -> str:
+    return f"points/{name}"
+
+
 def _drop_branch(db: sqlite3.Connection, name: str) -> None:
+    db.execute("DELETE FROM meta WHERE key=?", (_points_key(name),))
     db.execute("DELETE FROM branches WHERE name=?", (name,))
     db.execute("UPDATE branches SET root=NULL WHERE root=?", (name,))  # its dependents become roots
     db.execute("DELETE FROM files WHERE branch=?", (name,))
