@@ -18,6 +18,9 @@ turns, a fresh process syncs:
 - ``back to A``: A again (nothing changed: a switch back);
 - ``commit on A``: one commit on A (one file) while B still holds the old points.
 
+``--only "A first,new B,..."`` runs those steps, ``A first`` being a sync of A with nothing
+changed before the others (a new code's first sync counts the branch's points once).
+
 With ``--far REV`` (a commit far behind A in history), also ``far C`` (a branch at REV,
 started from A) and ``near D`` (a branch one commit off C): what choosing a branch's root
 by difference saves when a new branch is near a branch that is far from A.
@@ -224,6 +227,8 @@ def main() -> None:
     ap.add_argument("--after", default=None, help="git revision of the 'after' code (default: this checkout as it is)")
     ap.add_argument("--far", default=None, help="a commit far behind A: adds the 'far C' and 'near D' steps")
     ap.add_argument("--json", type=Path, default=None, help="write every run's rows there")
+    ap.add_argument("--only", default=None, help="these steps only, comma-separated, in this order; 'A first' is a "
+                    "sync of A with nothing changed (what a code's first sync after an upgrade counts once)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep A's index in this folder, and reuse it when it is there (same corpus and options)")
@@ -256,6 +261,10 @@ def main() -> None:
             shutil.rmtree(golden, ignore_errors=True)
             golden.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["cp", "-a", str(work), str(golden)], check=True)
+        if args.only:
+            wanted = [w.strip() for w in args.only.split(",")]
+            steps = {"A first": prep["steps"]["back to A"], **prep["steps"]}
+            prep["steps"] = {w: steps[w] for w in wanted}
         codes = {"before": code, "after": after}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in codes}
         for r in range(args.rounds):
