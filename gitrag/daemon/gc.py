@@ -9,6 +9,8 @@ Full pass (:func:`full_pass`):
   leave the store (the manifest stays: the next sync puts them back with no embedding);
 * shared manifest rows, symbol rows and cached vectors that nothing references are deleted
   (the vector cache is shared: every repository's manifests count);
+* the store's optimizer runs on each collection with writes it has not seen (a sync runs it
+  only once enough changed: gitrag.index.views.settle);
 * :func:`drop_gone_repositories`: data folders of repositories that no longer exist;
 * the daemon's registry: entries of moved repositories follow them, entries of repositories
   that no longer exist are dropped (:func:`gitrag.daemon.registry.prune`).
@@ -16,8 +18,8 @@ Full pass (:func:`full_pass`):
 Scheduled pass (:func:`scheduled_pass`), every ``gc_s`` in the daemon:
 
 * a workspace idle for ``idle_s`` is closed (shards and SQLite freed; reopened on use)
-* expired and deleted branches as above; once a day, cached vectors no manifest
-  references are deleted (``State.gc_cache``)
+* expired and deleted branches as above, and the optimizer as above; once a day, cached
+  vectors no manifest references are deleted (``State.gc_cache``)
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from gitrag import config, identity
 from gitrag.daemon import registry
 from gitrag.errors import DiskFull, GitragError
 from gitrag.git.repo import DETACHED, GitRepo
-from gitrag.index import sparse
+from gitrag.index import sparse, views
 from gitrag.index.indexer import forget_branch, release_branch
 from gitrag.index.state import State
 from gitrag.index.workspace import Workspace
@@ -68,12 +70,13 @@ def scheduled_pass(ws: Workspace, checked_out: set[str], last_cache_gc: float) -
     try:
         result["deleted"] = drop_deleted(ws)
         result["dropped"] = drop_expired(ws, checked_out)
+        result["optimized"] = views.settle_all(ws)
         if time.time() - last_cache_gc > CACHE_GC_EVERY_S:
             result["vectors"], _ = ws.state.gc_cache(sparse.VERSION, other_states(ws))
             result["cache_gc"] = True
     except GitragError as exc:
         log.warning("gc failed", repo=str(ws.repo.common_dir), error=str(exc))
-    if result.get("deleted") or result["dropped"] or result["vectors"]:
+    if result.get("deleted") or result["dropped"] or result["vectors"] or result.get("optimized"):
         log.info("gc", repo=str(ws.repo.common_dir), **result)
     return result
 
@@ -137,17 +140,18 @@ def drop_gone_repositories(ws: Workspace | None) -> list[str]:
 
 
 def full_pass(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[str, Any]:
-    """One full pass; returns ``{"deleted", "dropped", "vectors_deleted", "sparse_deleted",
-    "repositories_dropped", "registrations_pruned", "bytes_before", "bytes_after", "errors"}``
-    (bytes on disk of the repository's collections and state; ``registrations_pruned``: the
+    """One full pass; returns ``{"deleted", "dropped", "optimized", "vectors_deleted",
+    "sparse_deleted", "repositories_dropped", "registrations_pruned", "bytes_before",
+    "bytes_after", "errors"}`` (``optimized``: the collections whose optimizer ran; bytes on
+    disk of the repository's collections and state; ``registrations_pruned``: the
     registry's ``[{"repo", "moved_to"}]`` changes, ``moved_to`` None for a dropped entry).
 
     Each step runs whatever the others did: the folders of gone repositories are deleted
     first (no SQLite write: it works on a full disk and frees space for the rest), and a step
     that fails (a full disk, an I/O error) is one entry of ``errors``, ``[{"step", "error",
     "disk_full"}]``, and leaves its fields at their empty value."""
-    result: dict[str, Any] = {"deleted": [], "dropped": [], "registrations_pruned": [], "repositories_dropped": [],
-                              "vectors_deleted": 0, "sparse_deleted": 0, "errors": []}
+    result: dict[str, Any] = {"deleted": [], "dropped": [], "optimized": [], "registrations_pruned": [],
+                              "repositories_dropped": [], "vectors_deleted": 0, "sparse_deleted": 0, "errors": []}
     result["bytes_before"] = disk_bytes(ws)
 
     def step(name: str, run: Any) -> Any:
@@ -162,6 +166,7 @@ def full_pass(ws: Workspace, checked_out: set[str], cache: bool = True) -> dict[
         result["repositories_dropped"] = step("repositories_dropped", lambda: drop_gone_repositories(ws)) or []
     result["deleted"] = step("deleted", lambda: drop_deleted(ws)) or []
     result["dropped"] = step("dropped", lambda: drop_expired(ws, checked_out)) or []
+    result["optimized"] = step("optimized", lambda: views.settle_all(ws)) or []
     if cache:
         result["registrations_pruned"] = step("registrations_pruned", registry.prune) or []
         vectors, sparse_rows = step("cache", lambda: ws.state.gc_cache(sparse.VERSION, other_states(ws))) or (0, 0)
@@ -175,8 +180,9 @@ def unopened_pass(exc: BaseException) -> dict[str, Any]:
     no database write, the data folders of repositories that no longer exist; the result has
     :func:`full_pass`'s fields, ``errors`` starting with step ``open`` (the bytes are 0: not
     measured)."""
-    result: dict[str, Any] = {"deleted": [], "dropped": [], "registrations_pruned": [], "repositories_dropped": [],
-                              "vectors_deleted": 0, "sparse_deleted": 0, "bytes_before": 0, "bytes_after": 0,
+    result: dict[str, Any] = {"deleted": [], "dropped": [], "optimized": [], "registrations_pruned": [],
+                              "repositories_dropped": [], "vectors_deleted": 0, "sparse_deleted": 0,
+                              "bytes_before": 0, "bytes_after": 0,
                               "errors": [{"step": "open", "error": step_error(exc), "disk_full": disk_full(exc)}]}
     try:
         result["repositories_dropped"] = drop_gone_repositories(None)

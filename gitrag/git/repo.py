@@ -232,6 +232,12 @@ class GitRepo:
                 else:
                     yield Entry(path, str(obj.id), int(obj.filemode))
 
+    def paths_differing(self, old_commit: str, new_commit: str) -> int:
+        """How many paths differ between the two commits' trees (added, deleted or changed; no
+        rename detection, no blob read: subtrees with the same id are skipped, so it costs
+        what differs)."""
+        return len(self._tree(old_commit).diff_to_tree(self._tree(new_commit)))
+
     def diff(self, old_commit: str, new_commit: str) -> list[Change]:
         """Tree changes from ``old_commit`` to ``new_commit`` with rename detection.
 

@@ -51,6 +51,7 @@ UPSERT_BATCH = views.UPSERT_BATCH  # the sync's points per upsert, named here so
 # it holds in memory (texts, vectors, sparse vectors, points, the plan) is bounded by the
 # batch, not by the repository (see Indexer._apply).
 BATCH_CHUNKS = 2048
+COUNT_PATHS = 2000  # a sync touching more paths counts the branch's points anew (else: the touched paths')
 BATCH_FILES = 512
 CACHE_BATCH = 1024  # embedded vectors written to the cache per transaction (or each second)
 # Everything that shapes a point besides the commit: a change makes the next sync
@@ -211,15 +212,25 @@ class Indexer:
         summary.previous_commit = branch.indexed_commit
         self.ws.state.touch_branch(name)
         repaired |= set(self.ws.state.journal_paths(name))
+        state = self.ws.state
         if branch.indexed_commit == head and not repaired and branch.chunker == self.pipeline:
-            summary.chunks_total = self.ws.state.point_count(name)
+            summary.chunks_total = state.counted_points(branch)
+            if summary.chunks_total is None:  # counted once, then kept (nothing is under way: no journal)
+                summary.chunks_total = state.point_count(name)
+                state.set_counted_points(name, head, summary.chunks_total)
             summary.seconds = round(time.perf_counter() - t0, 3)
             return summary
         touched = self._touched(branch, head) | repaired
+        counted = state.counted_points(branch) if len(touched) <= COUNT_PATHS else None
+        if counted is not None:  # the total moves by the touched paths' difference
+            counted -= state.point_count_of(name, touched)
+        state.set_counted_points(name, None, None)  # unknown until the sync commits (a crash leaves it unknown)
         self._apply(branch, head, touched, summary, repaired)
         if summary.points_upserted or summary.points_deleted or summary.payloads_updated:
-            self.ws.store.optimize(branch.collection)  # once per sync, after its last batch
-        summary.chunks_total = self.ws.state.point_count(name)
+            views.settle(self.ws, branch.collection)  # once per sync, after its last batch: when enough changed
+        summary.chunks_total = (state.point_count(name) if counted is None
+                                else counted + state.point_count_of(name, touched))
+        state.set_counted_points(name, head, summary.chunks_total)
         summary.seconds = round(time.perf_counter() - t0, 3)
         log.info("synced", **{k: v for k, v in summary.to_json().items() if k != "skipped"})
         return summary
@@ -246,12 +257,14 @@ class Indexer:
             views.rebuild(ws, fp, collection, ws.embedder.dim, name)
         if branch is None:
             base = self._nearest_indexed(head, fp)
-            change = state_mod.change_create_branch(name, collection, fp, base.name if base else None)
             # it holds what its base holds: only points where the base differs from its root change
-            paths = [] if base is None else _own_paths(ws, base, base_of_new=True)
+            root, paths, only = (None, [], None) if base is None else self._choose_root(base, head)
+            change = state_mod.change_create_branch(name, collection, fp, base.name if base else None, root, only)
             views.transition(ws, name, fp, collection, paths, change)
             branch = state.branch(name)
             assert branch is not None
+            if base is not None and only is None:  # base's files: its count
+                state.set_counted_points(name, branch.indexed_commit, state.counted_points(base))
             summary.started_from = base.name if base else None
         if not branch.materialized:  # its points left the store (idle): back from the cache
             views.transition(ws, name, fp, collection, _own_paths(ws, branch),
@@ -259,6 +272,44 @@ class Indexer:
             branch = state.branch(name)
             assert branch is not None
         return branch
+
+    def _choose_root(self, base: Branch, head: str
+                     ) -> tuple[str | None, list[str] | None, frozenset[tuple[str, str]] | None]:
+        """(root, paths whose membership changes, the (path, blob) of ``base``'s files it
+        takes (None: all)) of a new branch at ``head`` that starts from ``base``'s files.
+
+        Its membership is written where it differs from its root (gitrag.index.views), so
+        the root is the one it differs from least: of the materialized roots of ``base``'s
+        pipeline, the one whose indexed commit's tree differs from ``head``'s in the fewest
+        paths (a tree diff: no blob is read; ``base``'s own root wins a tie), or the new
+        branch itself (None: a root) when fewer of ``head``'s files are in ``base`` than
+        that (each then names it). A branch far from every root (an old release) becomes a
+        root, taking only the files of ``base`` that ``head`` has (its sync does the rest),
+        and a branch started near it later is rooted at it: it writes its own difference,
+        not its whole distance from the first root."""
+        ws, repo = self.ws, self.ws.repo
+        default = base.root if base.root is not None else base.name
+        roots = {b.name: b.indexed_commit for b in ws.state.branches() if b.root is None and b.materialized
+                 and b.fingerprint == base.fingerprint and b.chunker == base.chunker
+                 and b.indexed_commit and repo.has_commit(b.indexed_commit)}
+        if default not in roots or base.indexed_commit is None:  # its root is out of the store, or another pipeline
+            return state_mod.BASE_ROOT, _own_paths(ws, base, base_of_new=True), None
+        cost = {name: repo.paths_differing(commit, head) for name, commit in roots.items() if commit}
+        best = min(cost, key=lambda n: (cost[n], n != default, n))
+        near = ws.state.file_count(base.name) - repo.paths_differing(base.indexed_commit, head)  # >= shared files
+        if near < 2 * cost[best] and not ws.state.journal_paths(base.name):  # base's manifest is its commit's tree
+            tree = {(e.path, e.blob) for e in repo.files(head)}
+            files = ws.state.files(base.name)
+            shared = [p for p, f in files.items() if (p, f.blob) in tree]
+            if len(shared) < cost[best]:
+                log.info("a new branch far from every root becomes a root", base=base.name, shared_files=len(shared),
+                         nearest_root=best, differing_files=cost[best])
+                return None, [p for p in shared if files[p].skip_reason is None], frozenset(tree)
+        if best == default:
+            return state_mod.BASE_ROOT, _own_paths(ws, base, base_of_new=True), None
+        log.info("a new branch rooted at its nearest root", base=base.name, root=best, differing_files=cost[best],
+                 base_root_differing_files=cost[default])
+        return best, ws.state.differing_paths(base.name, best), None
 
     def _nearest_indexed(self, head: str, fingerprint: str) -> Branch | None:
         repo, best, best_dist = self.ws.repo, None, None
@@ -579,8 +630,13 @@ class _Feed:
 
 def _own_paths(ws: Workspace, branch: Branch, base_of_new: bool = False) -> list[str] | None:
     """The paths whose points change membership when ``branch`` comes or goes: where it
-    differs from its root (None: every path: a root, a root out of the store, another
-    pipeline). ``base_of_new``: for a new branch started from ``branch`` (rooted at its root)."""
+    differs from its root, or a root's own indexed paths (None: every path: a root others
+    are rooted at, a root out of the store, another pipeline). ``base_of_new``: for a new
+    branch started from ``branch`` (rooted at its root)."""
+    if branch.root is None and not base_of_new:  # a root: its own points, unless branches are rooted at it
+        if any(b.root == branch.name for b in ws.state.branches()):
+            return None
+        return ws.state.indexed_paths(branch.name)
     root_name = branch.root if branch.root is not None else (branch.name if base_of_new else None)
     root = ws.state.branch(root_name) if root_name is not None else None
     if root is None or not root.materialized:
@@ -603,6 +659,7 @@ def forget_branch(ws: Workspace, branch: Branch) -> None:
         ws.state.drop_branch(branch.name)
     if not any(b.collection == branch.collection for b in ws.state.branches()):
         ws.store.drop_collection(branch.collection)
+        ws.state.clear_unoptimized(branch.collection)
 
 
 def release_branch(ws: Workspace, branch: Branch) -> None:

@@ -20,6 +20,13 @@ new branch, a dropped or idle branch) is applied in four steps:
 A crash between the journal and the commit leaves the journal; :func:`repair` (run first
 by every sync) deletes the journaled paths' points and upserts them again from the state
 and the vector cache, so the collection always converges to the state.
+
+The store's optimizer (vacuum dead copies, merge and seal segments) is not run after every
+change: the journal's transaction also counts the writes (``State.unoptimized``), and
+:func:`settle` runs it once they reach OPTIMIZE_EVERY points or OPTIMIZE_SHARE of the
+collection (a first index, a rebuild); ``gitrag gc`` and the daemon's gc pass run it for
+whatever is left (:func:`settle_all`). Until then the few changed points sit in the
+store's small appendable segment, answered like the rest.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import structlog
 
 from gitrag.index import sparse
 from gitrag.index.integrity import SIGNATURE, signatures, with_digest
-from gitrag.index.state import Member, PointRow, Snapshot, branch_tag
+from gitrag.index.state import Member, PointRow, Snapshot, StoreWrites, branch_tag
 from gitrag.index.store import BRANCHES, HIDDEN, PointRecord
 from gitrag.index.vectors import combine, path_vectors
 from gitrag.index.workspace import Workspace
@@ -45,6 +52,10 @@ UPSERT_BATCH = 256  # points per upsert call: its vectors, sparse vectors and pa
 REBUILD_SLICE = 8192  # points whose vectors are read from the cache at a time (_upsert)
 REBUILD_PATHS = 256  # paths whose manifest rows a rebuild reads at a time (rebuild)
 Change = Callable[[sqlite3.Connection], None]
+# The optimizer runs once this many points were upserted, deleted or moved in a collection
+# since it last ran, or this share of the collection's points (see the module doc).
+OPTIMIZE_EVERY = 16_384
+OPTIMIZE_SHARE = 0.2
 
 
 Membership = tuple[tuple[str, ...], tuple[str, ...]]  # (branches tags, hidden tags)
@@ -115,8 +126,8 @@ def transition(
     journal rows written here). ``force``: paths whose points are upserted even if the
     state says the store has them (after a repair). ``vectors``, ``sparse_vectors``: chunk
     vectors and sparse vectors at hand, by chunk hash (else read from the cache).
-    ``batch``: points per upsert call. ``optimize``: run the store's optimizer after the
-    flush (a sync's batches pass False but the last: it runs once per sync)."""
+    ``batch``: points per upsert call. ``optimize``: :func:`settle` the collection after
+    the flush (a sync's batches pass False: the sync settles once, after its last)."""
     state = ws.state
     snap_before, snap_after = state.plan(fingerprint, paths, change)
     before, after = snap_before.members, snap_after.members
@@ -135,7 +146,8 @@ def transition(
     if paths is not None:
         touched |= set(paths)
     if deletes or upserts or moved:
-        state.write_journal(journal_branch, sorted(touched))
+        counted = StoreWrites(len(upserts), len(deletes), sum(len(ids) for ids in moved.values()))
+        state.write_journal(journal_branch, sorted(touched), (collection, counted))
         writes.missing, writes.paths_embedded = _upsert(ws, fingerprint, collection, upserts, vectors,
                                                         writes.path_failed, progress, batch, sparse_vectors)
         writes.hashes = [m.row.chunk_hash for m, _ in upserts if m.row.path not in writes.missing]
@@ -146,7 +158,7 @@ def transition(
             ws.store.set_payload_of(collection, ids, {BRANCHES: list(tags), HIDDEN: list(hidden)})
         ws.store.flush(collection)
         if optimize:
-            ws.store.optimize(collection)
+            settle(ws, collection)
         writes.deleted, writes.payloads = len(deletes), sum(len(ids) for ids in moved.values())
     if commit is not None:
         commit(writes)
@@ -159,6 +171,34 @@ def transition(
 
     state.apply(apply)
     return writes
+
+
+def settle(ws: Workspace, collection: str, force: bool = False) -> bool:
+    """Run the store's optimizer on ``collection`` if the points written since it last ran
+    (``State.unoptimized``) reach OPTIMIZE_EVERY or OPTIMIZE_SHARE of the collection's points
+    (``force``: if any were); returns whether it ran. A one-file change of a 200k-point
+    collection leaves it for later: the optimizer's pass over the segments costs what the
+    collection costs, not what changed. Raises StoreError as the store's optimize does."""
+    pending = ws.state.unoptimized(collection).total
+    if pending == 0 or not ws.store.has_collection(collection):
+        return False
+    if not force and pending < OPTIMIZE_EVERY and pending < OPTIMIZE_SHARE * ws.store.count(collection):
+        return False
+    optimize(ws, collection)
+    return True
+
+
+def settle_all(ws: Workspace) -> list[str]:
+    """:func:`settle` (forced) every collection of the repository with writes the optimizer
+    has not seen: ``gitrag gc`` and the daemon's gc pass. Returns the collections optimized."""
+    names = sorted({b.collection for b in ws.state.branches()})
+    return [name for name in names if settle(ws, name, force=True)]
+
+
+def optimize(ws: Workspace, collection: str) -> None:
+    """Run the store's optimizer on ``collection`` now and zero its count of writes."""
+    ws.store.optimize(collection)
+    ws.state.clear_unoptimized(collection)
 
 
 def upsert_members(
@@ -284,7 +324,7 @@ def repair(ws: Workspace) -> dict[str, list[str]]:
         members = snap.members
         missing = upsert_members(ws, fingerprint, collection, [(m, enc(m.branches)) for m in members.values()])
         ws.store.flush(collection)
-        ws.store.optimize(collection)
+        optimize(ws, collection)  # after a crash: rare, and the journaled paths may be many
         for branch in {b for m in members.values() if m.row.path in missing for b in m.branches}:
             ws.state.write_journal(branch, sorted(missing))  # re-indexed by that branch's sync
     ws.state.clear_journal_of_gone_branches()
@@ -310,7 +350,9 @@ def rebuild(ws: Workspace, fingerprint: str, collection: str, dim: int, journal_
         ws.store.flush(collection)
     ws.store.flush(collection)
     if written:
-        ws.store.optimize(collection)
+        optimize(ws, collection)
+    else:
+        ws.state.clear_unoptimized(collection)  # a new collection: nothing is waiting
     if missing:
         ws.state.write_journal(journal_branch, sorted(missing))
     return missing

@@ -55,4 +55,5 @@ def gc(repo: str, as_json: bool) -> int:
 STEPS = {"open": "opening this repository's index",
          "repositories_dropped": "dropping the data of repositories that no longer exist",
          "deleted": "forgetting deleted branches", "dropped": "taking idle branches out of the store",
+         "optimized": "optimizing the store's collections",
          "registrations_pruned": "pruning the daemon registry", "cache": "deleting unreferenced cache entries"}
