@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gitrag.errors import ConfigError
 from tests.daemonutil import gitrag, stop_daemon
 from tests.gitutil import Repo
 from tests.ollama_stub import OllamaStub
@@ -124,4 +125,25 @@ def test_an_unknown_embedder_is_refused_before_any_daemon(repo: Repo, daemons: A
     for args in (("ask", "x"), ("index",), ("status",)):
         proc = gitrag(*args, "--repo", str(repo.path), check=False)
         assert (proc.returncode, proc.stderr) == (
-            1, "gitrag: error: unknown embedder 'bogus'; choose one of: hash, local, ollama, static\n"), args
+            1, "gitrag: error: unknown embedder 'bogus' (GITRAG_EMBEDDER); choose one of: hash, local, ollama, "
+               "static\n"), args
+
+
+def test_an_unknown_embedder_in_the_repository_file_is_a_broken_file(repo: Repo,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed ``embedder = "bogus"`` is a value out of range like any other: the file is
+    ignored whole (one warning naming it), the rest of the settings go on."""
+    from gitrag import config
+    from gitrag.index.embedders import available
+
+    assert available() == config.embedder_names() and set(config.EMBEDDERS) <= set(available())
+    monkeypatch.delenv("GITRAG_EMBEDDER")
+    repo.write(".gitrag.toml", 'max_file_bytes = 100\nembedder = "bogus"\n')
+    settings = config.load_settings(repo.path)
+    assert (settings.embedder, settings.max_file_bytes) == ("static", 1_000_000)
+    assert settings.problems == (f"unknown embedder 'bogus' (setting 'embedder' in {repo.path / '.gitrag.toml'} "
+                                 f"line 2); choose one of: hash, local, ollama, static; the file is ignored "
+                                 f"(defaults used) until it is fixed",)
+    monkeypatch.setenv("GITRAG_EMBEDDER", "bogus")
+    with pytest.raises(ConfigError, match=r"^unknown embedder 'bogus' \(GITRAG_EMBEDDER\); choose one of: hash, local"):
+        config.load_settings(repo.path)

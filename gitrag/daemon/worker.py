@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 import structlog
 
 from gitrag import identity
+from gitrag.config import Settings
 from gitrag.daemon import memory
 from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld, UnsupportedBranch
-from gitrag.config import Settings
 from gitrag.git.repo import GitRepo
 from gitrag.index.embedders import Embedder
 from gitrag.index.workspace import Workspace
