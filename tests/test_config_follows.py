@@ -112,6 +112,15 @@ def test_the_committed_embedder_is_the_one_used_daemon_or_not(repo: Repo, daemon
         assert check["status"] == "fail" and "Ollama" in check["detail"], check
         assert _status_embedder(repo) == "ollama"
     assert errors[0] == errors[1]
+    # another embedder committed while the daemon runs: the index of the old one is refused, then rebuilt
+    repo.write(".gitrag.toml", 'embedder = "hash"\n')
+    repo.commit("embed with hash")
+    assert _status_embedder(repo) == "hash"
+    ask = gitrag("ask", "alpha_step", "--no-answer", "--repo", str(repo.path), check=False)
+    assert ask.returncode == 1 and "gitrag index --rebuild" in ask.stderr, ask.stderr
+    rebuilt = json.loads(gitrag("index", "--rebuild", "--json", "--repo", str(repo.path)).stdout)
+    assert rebuilt["files_indexed"] == 6
+    assert _ask_paths(repo, "alpha_step")[0] == "alpha.py"
 
 
 @pytest.mark.parametrize("daemon_runs", [False, True])
