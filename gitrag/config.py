@@ -76,6 +76,16 @@ RESULT_SETTINGS = ("embedder", "local_model", "ollama_host", "ollama_model", "qd
 USER_ONLY = frozenset({"ollama_host", "qdrant_url", "qdrant_api_key", "local_model", "static_model",
                        "team_url", "team_api_key", "team_role", "team_repo_id", "team_ca_cert", "team_lease_seconds"})
 TEAM_ROLES = ("reader", "writer")
+#: the embedder names a setting may give: the built-ins of gitrag.index.embedders.registry, and the
+#: names it registers in this process (:data:`extra_embedders`); judged here, so a misspelt
+#: GITRAG_EMBEDDER is one error before anything else happens (no daemon is asked)
+EMBEDDERS = ("hash", "local", "ollama", "static")
+extra_embedders: set[str] = set()
+
+
+def embedder_names() -> list[str]:
+    """Every embedder name :func:`load_settings` accepts, sorted."""
+    return sorted({*EMBEDDERS, *extra_embedders})
 
 
 @dataclass(frozen=True)
@@ -333,6 +343,8 @@ def _coerce(name: str, raw: Any, where: str) -> Any:
         return value
     if not isinstance(raw, str):  # a TOML number or table for a text setting: `embedder = 3` is a slip
         raise ConfigError(f"{where} must be a string (in quotes), got {raw!r}")
+    if name == "embedder" and raw not in EMBEDDERS and raw not in extra_embedders:
+        raise ConfigError(f"unknown embedder {raw!r} ({where}); choose one of: {', '.join(embedder_names())}")
     if name == "team_role" and raw not in TEAM_ROLES:
         raise ConfigError(f"{where} must be one of {', '.join(TEAM_ROLES)}, got {raw!r}")
     return raw

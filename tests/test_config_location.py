@@ -43,7 +43,8 @@ def test_the_user_config_is_read_with_gitrag_home_set(repo: Repo, isolated_home:
     user_config.write_text('embedder = "gpt5"\n')
     proc = gitrag("index", "--repo", str(repo.path), check=False)
     assert (proc.returncode, proc.stderr) == (
-        1, "gitrag: error: unknown embedder 'gpt5'; choose one of: hash, local, ollama, static\n")
+        1, f"gitrag: error: unknown embedder 'gpt5' (setting 'embedder' in {user_config}); "
+           f"choose one of: hash, local, ollama, static\n")
     user_config.write_text('embedder = "hash"\n')
     assert _config_check(repo) == {"name": "config", "status": "ok", "detail": f"read {user_config} (user config)",
                                    "fix": ""}

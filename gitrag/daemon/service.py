@@ -56,16 +56,26 @@ class Service:
 
     # -- repositories ------------------------------------------------------------------
     def _open(self, path: Path, rebuild: bool = False) -> Workspace:
-        """Open a repository's Workspace with an embedder shared by every repository that
-        configures the same one (one model in memory); ``rebuild`` as in open_workspace."""
-        settings = config.load_settings(GitRepo(path).workdir)
+        """Open a repository's Workspace with its settings now and their embedder (see
+        :meth:`_configure`); ``rebuild`` as in open_workspace."""
+        settings, embedder = self._configure(GitRepo(path))
+        return open_workspace(path, settings, embedder, rebuild=rebuild)
+
+    def _configure(self, repo: GitRepo) -> tuple[config.Settings, Embedder]:
+        """The settings of the work tree ``repo`` as a command there reads them now (its
+        ``.gitrag.toml`` as it is at this moment, the user config, this process's
+        environment) and an embedder for them, shared by every repository that configures
+        the same one (one model in memory). Read again for every sync and request
+        (RepoWorker.workspace): a commit that adds, edits or removes ``.gitrag.toml`` is
+        followed at once. Raises ConfigError, and what the embedder's constructor raises."""
+        settings = config.load_settings(repo.workdir)
         key = (settings.embedder, settings.local_model, settings.static_model, settings.ollama_host, settings.ollama_model,
                settings.ollama_timeout, settings.batch_size)
         with self._embedders_lock:
             if key not in self._embedders:
                 self._embedders[key] = create(settings)
             embedder = self._embedders[key]
-        return open_workspace(path, settings, embedder, rebuild=rebuild)
+        return settings, embedder
 
     def release_embedders(self) -> None:
         """Forget the shared embedders (the model is freed once no workspace holds it)."""
@@ -82,7 +92,7 @@ class Service:
         if worker is None:
             worker = self._moved_worker(key, str(repo.root))
         if worker is None:
-            worker = self.workers[key] = RepoWorker(key, self._open)
+            worker = self.workers[key] = RepoWorker(key, self._open, self._configure)
         return worker, str(repo.root)
 
     def _moved_worker(self, key: str, root: str) -> RepoWorker | None:

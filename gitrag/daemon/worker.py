@@ -25,16 +25,18 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
 
 from gitrag import identity
+from gitrag.config import Settings
 from gitrag.daemon import memory
 from gitrag.errors import BranchGone, EmptyRepository, GitragError, NotARepository, StoreHeld, UnsupportedBranch
 from gitrag.git.repo import GitRepo
+from gitrag.index.embedders import Embedder
 from gitrag.index.workspace import Workspace
 
 log = structlog.get_logger("gitrag.daemon")
@@ -87,9 +89,11 @@ CLOSE_AFTER_POINTS = 5_000  # a sync that wrote this many points reopens the sha
 class RepoWorker:
     """Syncs one repository. ``opener(path)`` opens its Workspace (called once, lazily)."""
 
-    def __init__(self, common_dir: str, opener: Callable[..., Workspace]) -> None:
+    def __init__(self, common_dir: str, opener: Callable[..., Workspace],
+                 configure: Callable[[GitRepo], tuple[Settings, Embedder]] | None = None) -> None:
         self.common_dir = common_dir
         self._opener = opener
+        self._configure = configure  # a work tree's settings now and their embedder (None: kept from the opening)
         self._ws: Workspace | None = None
         self._repo_id = identity.read_id(Path(common_dir))  # kept: after a move the old path has none
         self._ws_lock = threading.Lock()
@@ -139,18 +143,36 @@ class RepoWorker:
         """A view of the repository's Workspace on ``worktree`` (its HEAD, its branch).
 
         Opens the shared Workspace on first use, and again when its data folder was deleted
-        under it (the index starts over). ``rebuild``: a state of another format is moved
-        aside instead of refused. Raises NotARepository when the work tree is gone, and what
+        under it (the index starts over). The view carries the work tree's settings as they
+        are now (``configure``: its ``.gitrag.toml`` read again, a few small reads), with their
+        embedder: a commit that adds, edits or removes the file changes what the next sync
+        indexes (a new ``max_file_bytes`` judges every path again) and what the next ask
+        embeds with, as a command without a daemon would. A change of the store's settings
+        (``qdrant_url``, ``qdrant_api_key``: the user's config) reopens the Workspace.
+        ``rebuild``: a state of another format is moved aside instead of refused. Raises
+        NotARepository when the work tree is gone, ConfigError, EmbedderUnavailable, and what
         open_workspace raises."""
+        repo = GitRepo(worktree)
         with self._ws_lock:
             if self._ws is not None and not self._ws.state.is_current():
                 log.warning("the data folder was deleted; starting the index over", data_dir=str(self._ws.data_dir))
                 self._discard()
+            if self._ws is not None and self._configure is not None:
+                settings, embedder = self._configure(repo)
+                now = self._ws.settings
+                if (settings.qdrant_url, settings.qdrant_api_key) != (now.qdrant_url, now.qdrant_api_key):
+                    log.info("the store's settings changed; reopening it", repo=self.common_dir)
+                    self._discard()
+                elif settings != now or embedder is not self._ws.loaded_embedder:
+                    log.info("settings changed", repo=str(repo.root), sources=list(settings.sources),
+                             changed=sorted(f.name for f in fields(Settings) if getattr(settings, f.name)
+                                            != getattr(now, f.name) and f.compare))
+                    self._ws = replace(self._ws, settings=settings, _embedder=embedder)
             if self._ws is None:
                 self._ws = self._opener(Path(worktree), rebuild=rebuild)
                 self._ws.embedder  # noqa: B018 - load it here, so every view shares it
                 self._repo_id = identity.read_id(Path(self.common_dir)) or self._repo_id
-            return replace(self._ws, repo=GitRepo(worktree))
+            return replace(self._ws, repo=repo)
 
     def _discard(self) -> None:
         """Drop a Workspace whose files are gone (closing it may fail: nothing left to flush to)."""

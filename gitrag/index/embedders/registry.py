@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gitrag import config
 from gitrag.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 Factory = Callable[["Settings"], "Embedder"]
 
-# name -> module whose ``factory(settings)`` builds it
+# name -> module whose ``factory(settings)`` builds it; the names are config.EMBEDDERS (settings judge them)
 BUILTIN = {
     "static": "gitrag.index.embedders.static",
     "local": "gitrag.index.embedders.local",
@@ -32,6 +33,7 @@ def register(name: str) -> Callable[[Factory], Factory]:
     """Decorator: make ``factory`` the embedder called ``name`` (replacing a built-in of that name)."""
     def deco(factory: Factory) -> Factory:
         _EXTRA[name] = factory
+        config.extra_embedders.add(name)
         return factory
 
     return deco
