@@ -1,32 +1,38 @@
-"""Provisional chunks of an edited file, from its committed chunks: no parse, no tokenising.
+"""Provisional chunks of an edited file, from its committed chunks: no tokenising.
 
     committed blob + its points' payloads (the chunks the index holds) + the file on disk
     -> the changed byte range (the common prefix and suffix of the two versions)
+    -> the file's definitions now (a tree-sitter parse and the symbol graph's walk, about a
+       fifth of the chunker's CPU; the headings of Markdown, rst and INI): when they are not
+       the committed ones (a function added, removed or renamed), None: the chunker cuts it
     -> chunks wholly before it: as committed; wholly after it: moved by the edit's bytes and
        lines (same text, so the same chunk SHA-256, vectors and sparse weights from the cache)
     -> the committed chunks the change touches: one chunk over their range as it reads now,
        named as they were (its embedding text: that name, then the normalised code)
-    -> the definitions of the committed symbol graph, moved the same way
+    -> the definitions parsed now (or, with no grammar, the committed ones moved the same way)
 
-An edit of one function in a 500-line file re-chunks nothing else, so the overlay's first
-ask after an edit pays neither the parser nor the tokeniser (gitrag.query.worktree uses it
-in the daemon, whose warm-up replaces it with the chunker's exact cut a moment later). It
-is an approximation of the chunker's cut only in the changed range: that range is one
-chunk (the chunker might split or merge it) and keeps the old name (a renamed function is
-found by its new code, named by its old name until the warm-up). None when it cannot
-tell: no committed chunk touches the change, the changed range is large (over
-MAX_CHANGED_NONWS non-whitespace bytes) or not UTF-8.
+An edit inside one function of a 500-line file re-chunks nothing else, so the overlay's
+first ask after an edit pays neither the chunker's layout nor the tokeniser
+(gitrag.query.worktree uses it in the daemon, whose warm-up replaces it with the
+chunker's exact cut a moment later). The names are always right: an edit that changes
+which definitions the file holds (a function appended after the last one, a rename) is
+left to the chunker, so it is never answered under a neighbour's name and range. What
+remains approximate is only the size of the changed range: it is one chunk (the chunker
+might split a function that grew past its size). None when it cannot tell: no committed
+chunk touches the change, the changed range is large (over MAX_CHANGED_NONWS
+non-whitespace bytes) or not UTF-8, or the definitions (headings) differ from the committed.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gitrag.index.chunking import content_free
+from gitrag.index.chunking import content_free, language_for
 from gitrag.index.chunking.model import Chunk, FileAnalysis, SymbolDef
 from gitrag.index.chunking.split import TARGET_NONWS
 from gitrag.index.chunking.text import embedding_text, header
@@ -94,6 +100,9 @@ def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]],
         return None
     lines = new.count(b"\n") - old.count(b"\n")
     language = str(touched[0].get("language", "text"))
+    now = _structure(path, language, old, new)
+    if now is False:
+        return None
     out: list[Chunk] = []
     for c in chunks:
         if c["end_byte"] <= lo:
@@ -107,8 +116,40 @@ def splice(path: str, old: bytes, new: bytes, committed: list[dict[str, Any]],
     for c in chunks:
         if c["start_byte"] >= hi:
             out.append(_known(c, delta, lines))
+    if isinstance(now, list):
+        if _names(now) != _names(_moved(graph, 0, 0, 0)):
+            return None  # a definition added, removed or renamed: the chunker names and cuts it
+        return FileAnalysis(language, out, now)
     first_line, last_line = old.count(b"\n", 0, p) + 1, old.count(b"\n", 0, max(p, old_hi - 1)) + 1
     return FileAnalysis(language, out, _moved(graph, first_line, last_line, lines))
+
+
+def _names(defs: list[SymbolDef]) -> Counter[tuple[str, str, str]]:
+    return Counter((d.name, d.kind, d.parent) for d in defs)
+
+
+def _structure(path: str, language: str, old: bytes, new: bytes) -> list[SymbolDef] | bool:
+    """What decides the chunker's names in ``new``: its definitions (a list) for a language
+    with a grammar; for Markdown, rst and INI, True when its headings are the old ones
+    (False when not); True when nothing does (line windows); False when ``new`` does not
+    parse (the chunker decides its fallback)."""
+    from gitrag.index.chunking import sections
+    from gitrag.index.chunking.languages import SPECS
+
+    if language_for(path, new) != language:
+        return False
+    spec = SPECS.get(language)
+    if spec is not None:
+        from gitrag.index.chunking.graph import extract
+        from gitrag.index.chunking.treesitter import parse
+
+        tree, _ = parse(language, new)
+        return False if tree is None else list(extract(tree, spec, new).definitions)
+    finder = {"markdown": sections.markdown_headings, "rst": sections.rst_headings,
+              "ini": sections.ini_headings}.get(language)
+    if finder is None:
+        return True
+    return [h[1:] for h in finder(old)] == [h[1:] for h in finder(new)]
 
 
 def _known(c: dict[str, Any], delta: int, lines: int) -> KnownChunk:
