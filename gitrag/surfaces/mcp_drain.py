@@ -60,7 +60,8 @@ def _message(item: Any) -> Any:
 def _rejection(exc: Exception) -> Any:
     """The JSON-RPC error message for a line the transport could not read as a message (its
     exception, a pydantic ValidationError), or None for a blank line."""
-    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []  # type: ignore[attr-defined]
+    report = getattr(exc, "errors", None)  # pydantic's ValidationError.errors(); any other exception: none
+    errors = report() if callable(report) else []
     first = errors[0] if errors else {}
     if first.get("type") == "json_invalid":
         if not str(first.get("input", "x")).strip():
