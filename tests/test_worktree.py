@@ -379,6 +379,40 @@ def test_splice_keeps_the_committed_names_and_moves_the_rest() -> None:
                   graph) is None
 
 
+CLASS = (b'import os\n\n\nclass Client:\n    """A client."""\n\n    def send(self, request):\n'
+         b'        """Send it."""\n        return request.body\n\n    def close(self):\n        """Close it."""\n'
+         b'        return None\n\n\ndef helper(x):\n    return x + 1\n')
+
+
+@pytest.mark.parametrize("edit, spliced", [
+    ((b"        return None\n", b"        return None\n\n    def reopen(self):\n        return 1\n"), False),
+    ((b"return request.body", b"return request.body.strip()"), True),
+    ((b"    return x + 1\n", b"    return x + 1\n\n\nLIMIT = 3\n"), False),
+], ids=["method-appended-to-a-class", "edit-inside-a-method", "module-constant-appended"])
+def test_splice_reads_the_definitions_around_the_change(edit: tuple[bytes, bytes], spliced: bool) -> None:
+    """The definitions are read from the changed region with the definitions around it (a
+    method's class): a method appended to a class or a new module constant is left to the
+    chunker; an edit inside a method is spliced with the chunker's definitions."""
+    from gitrag.index.chunking import analyze
+    from gitrag.query.splice import splice
+
+    done = analyze("c.py", CLASS)
+    committed = [{"start_byte": c.start_byte, "end_byte": c.end_byte, "start_line": c.start_line,
+                  "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind, "language": c.language,
+                  "chunk_hash": c.hash} for c in done.chunks if c.embeddable]
+    graph = [{"name": d.name, "kind": d.kind, "start_line": d.start_line, "end_line": d.end_line, "parent": d.parent}
+             for d in done.definitions]
+    new = CLASS.replace(*edit)
+    got = splice("c.py", CLASS, new, committed, graph)
+    assert (got is not None) == spliced
+    if got is not None:
+        exact = analyze("c.py", new)
+        assert [(d.name, d.start_line, d.end_line) for d in got.definitions] == [
+            (d.name, d.start_line, d.end_line) for d in exact.definitions]
+        assert [(c.start_line, c.end_line, c.symbol) for c in got.chunks] == [
+            (c.start_line, c.end_line, c.symbol) for c in exact.chunks if c.embeddable]
+
+
 # An edited file of each language and the same file with a function appended after its last
 # one (the last chunk's end is where the insertion starts: it borders that chunk only).
 APPENDED = {
