@@ -214,16 +214,16 @@ def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> Non
 
 
 def test_the_daemon_answers_a_just_appended_function_by_its_name(indexed: Repo, daemon) -> None:
-    """Through the daemon, an ask made right after a function is appended to a Go and a
-    TypeScript file (before any warm-up round could cut them) cites the new function under
+    """Through the daemon, an ask made right after a function is appended to a Go, a
+    TypeScript and a Python file (before any warm-up round could cut them) cites the new function under
     its own name and lines, with the new code as its snippet."""
-    for language in ("go", "typescript"):
+    for language in APPENDED:
         path, body, _, _ = APPENDED[language]
         indexed.write(path, body)
-    indexed.commit("go and ts")
+    indexed.commit("go, ts and python")
     index(indexed.path)
     assert _cli(indexed, "zebra")["worktree"]["searched"] is True  # the daemon notes this work tree
-    for language in ("go", "typescript"):
+    for language in APPENDED:
         path, body, extra, name = APPENDED[language]
         indexed.write(path, body + extra)
         top = _cli(indexed, f"{name} jitter zebra pangolin", "-k", "3")["results"][0]
@@ -231,7 +231,7 @@ def test_the_daemon_answers_a_just_appended_function_by_its_name(indexed: Repo, 
         first = text.splitlines().index(next(x for x in extra.splitlines() if name in x)) + 1
         assert (top["path"], top["symbol"], top["source"]) == (path, name, "worktree")
         assert top["start_line"] in (first - 1, first) and top["end_line"] == len(text.splitlines())
-        assert top["snippet"].lstrip().startswith(("//", "export function", "func")) and name in top["snippet"]
+        assert top["snippet"].lstrip().startswith(("//", "export function", "func", "def")) and name in top["snippet"]
 
 
 def test_worktree_changes_count_files_alike_with_and_without_the_overlay(indexed: Repo) -> None:
