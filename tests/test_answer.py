@@ -212,10 +212,56 @@ def test_a_404_that_is_not_ollamas_does_not_say_pull_the_chat_model(indexed: Rep
     assert data["answer_error"].startswith(f"Ollama at {stub.url} answered the chat with HTTP 404 and no Ollama error")
 
 
-def test_without_chat_model_citations_and_a_hint(indexed: Repo) -> None:
+def _on_a_terminal(repo: Repo, *args: str) -> str:
+    """What a real `gitrag ask ARGS` process writes to a terminal (a pty as its stdout and stderr)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    main, side = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gitrag", "ask", *args, "--repo", str(repo.path)],
+                            stdin=subprocess.DEVNULL, stdout=side, stderr=side)
+    os.close(side)
+    out = b""
+    while True:
+        try:
+            got = os.read(main, 65536)
+        except OSError:  # EIO: the process closed its end
+            break
+        if not got:
+            break
+        out += got
+    os.close(main)
+    assert proc.wait(timeout=120) == 0, out
+    return out.decode("utf-8", "replace")
+
+
+def test_the_chat_model_hint_is_shown_on_a_terminal_once_a_day(indexed: Repo) -> None:
+    """Without a chat model the citations come alone; the GITRAG_CHAT_MODEL hint is shown on a
+    terminal, once a day per GITRAG_HOME (a marker in its state folder), never into a pipe."""
+    import os
+    import subprocess
+    import sys
+
+    from gitrag import config
+
+    piped = subprocess.run([sys.executable, "-m", "gitrag", "ask", "send_message retries", "--repo",
+                            str(indexed.path)], capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL)
+    assert " 1. app/transport.py:" in piped.stdout and "GITRAG_CHAT_MODEL" not in piped.stdout + piped.stderr
+    first = _on_a_terminal(indexed, "send_message retries RETRY_LIMIT")
+    assert "app/transport.py:" in first and first.count("hint: set GITRAG_CHAT_MODEL") == 1
+    assert "GITRAG_CHAT_MODEL" not in _on_a_terminal(indexed, "send_message retries")  # shown today already
+    marker = config.state_dir() / "chat-model-hint"
+    day_ago = marker.stat().st_mtime - 25 * 3600
+    os.utime(marker, (day_ago, day_ago))
+    assert "hint: set GITRAG_CHAT_MODEL" in _on_a_terminal(indexed, "send_message retries")  # a day later
+
+
+def test_without_chat_model_citations_and_no_hint_off_a_terminal(indexed: Repo) -> None:
     res = _ask(indexed, "send_message retries RETRY_LIMIT")
     assert res.exit_code == 0 and " 1. app/transport.py:" in res.stdout
-    assert "GITRAG_CHAT_MODEL" in res.stderr and "GITRAG_CHAT_MODEL" not in res.stdout
+    assert "GITRAG_CHAT_MODEL" not in res.stderr + res.stdout  # CliRunner's streams are no terminal
     res = _ask(indexed, "send_message retries RETRY_LIMIT", "--json")
     data = json.loads(res.stdout)
     assert data["answer"] is None and data["citations"] == {"kept": [], "dropped": []} and res.stderr == ""

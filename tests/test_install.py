@@ -288,3 +288,55 @@ def test_install_in_a_repository_with_no_commit_says_so_without_starting_an_inde
     assert "no commit yet: the first commit will be indexed" in said
     assert "indexing the current branch" not in said  # a new user saw it announced, then "no commit yet"
     gitrag("uninstall", "--repo", str(repo.path))
+
+
+def test_install_into_a_closed_pipe_finishes_the_install(repo: Repo) -> None:
+    """`gitrag install 2>&1 | head -1`: the reader goes away after the first line; the install
+    still registers the repository, starts the daemon and indexes (exit 0, no crash.log), so
+    doctor is content."""
+    from gitrag import config
+
+    repo.write("a.py", "def first():\n    return 1\n")
+    repo.commit("first")
+    proc = subprocess.Popen([sys.executable, "-m", "gitrag", "install", "--no-systemd", "--repo", str(repo.path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # `head -1` exits
+        assert proc.wait(timeout=120) == 0 and first.startswith(b"wrote ")
+        assert not (config.state_dir() / "crash.log").exists()
+        assert registry.is_registered(GitRepo(str(repo.path)).common_dir)
+        report = gitrag_json("doctor", "--repo", str(repo.path))
+        assert report["ok"], report
+    finally:
+        gitrag("daemon", "--stop")
+
+
+def test_install_systemd_without_a_user_manager_changes_nothing(repo: Repo, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitrag install --systemd` where no systemd user manager answers (a stand-in systemctl
+    failing as the real one does with no user bus) is refused before a hook is written or the
+    repository registered, in one line naming --no-systemd."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    before = _snapshot(repo.path / ".git" / "hooks")
+    proc = gitrag("install", "--systemd", "--repo", str(repo.path), check=False)
+    assert proc.returncode == 1 and "gitrag install --no-systemd" in proc.stderr and "nothing was changed" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+    assert _snapshot(repo.path / ".git" / "hooks") == before
+    assert not registry.is_registered(GitRepo(str(repo.path)).common_dir) and not client.probe()["running"]
+
+
+def test_daemon_subcommand_words_say_the_form_meant() -> None:
+    """`gitrag daemon stop` is a usage error that names `gitrag daemon --stop`; --help shows the forms."""
+    proc = gitrag("daemon", "stop", check=False)
+    assert proc.returncode == 2 and "did you mean `gitrag daemon --stop`?" in proc.stderr
+    assert "did you mean `gitrag status`?" in gitrag("daemon", "status", check=False).stderr
+    assert "the forms are" in gitrag("daemon", "frobnicate", check=False).stderr
+    assert not client.probe()["running"]  # none was started by any of them
+    shown = gitrag("daemon", "--help").stdout
+    assert "gitrag daemon --stop" in shown and "gitrag status" in shown

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -378,3 +379,24 @@ def test_search_goes_through_a_running_daemon(indexed: Repo, tmp_path: Path, dae
         assert data["results"][0]["path"] == "app/util.py"
 
     _drive(indexed.path, tmp_path, body)
+
+
+def test_a_line_that_is_not_a_request_gets_the_json_rpc_error_and_serving_goes_on(indexed: Repo) -> None:
+    """Over the real stdin and stdout of `gitrag mcp`: a line that is not JSON is answered
+    with -32700 (Parse error), JSON that is not a request object with -32600 (Invalid
+    Request), both with id null as JSON-RPC 2.0 says; a blank line gets no reply; the
+    requests around them are answered."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    lines = [json.dumps(init), "this is not json {", "", "42", '{"jsonrpc": "2.0", "id": 7, "method": 3}',
+             json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    proc = subprocess.run([sys.executable, "-m", "gitrag", "mcp", "--repo", str(indexed.path)],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    replies = [json.loads(x) for x in proc.stdout.splitlines()]
+    errors = [r for r in replies if "error" in r]
+    assert [(r["id"], r["error"]["code"]) for r in errors] == [(None, -32700), (None, -32600), (None, -32600)]
+    assert all(r["jsonrpc"] == "2.0" and r["error"]["message"] for r in errors)
+    answered = {r["id"]: r["result"] for r in replies if "result" in r}
+    assert set(answered) == {1, 2} and "search_code" in {t["name"] for t in answered[2]["tools"]}

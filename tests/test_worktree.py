@@ -213,6 +213,27 @@ def test_the_daemon_warms_the_overlay_between_asks(indexed: Repo, daemon) -> Non
     assert got["worktree"]["embedded"] == 0  # done by the warm-up, not by this ask
 
 
+def test_the_daemon_answers_a_just_appended_function_by_its_name(indexed: Repo, daemon) -> None:
+    """Through the daemon, an ask made right after a function is appended to a Go, a
+    TypeScript and a Python file (before any warm-up round could cut them) cites the new function under
+    its own name and lines, with the new code as its snippet."""
+    for language in APPENDED:
+        path, body, _, _ = APPENDED[language]
+        indexed.write(path, body)
+    indexed.commit("go, ts and python")
+    index(indexed.path)
+    assert _cli(indexed, "zebra")["worktree"]["searched"] is True  # the daemon notes this work tree
+    for language in APPENDED:
+        path, body, extra, name = APPENDED[language]
+        indexed.write(path, body + extra)
+        top = _cli(indexed, f"{name} jitter zebra pangolin", "-k", "3")["results"][0]
+        text = body + extra
+        first = text.splitlines().index(next(x for x in extra.splitlines() if name in x)) + 1
+        assert (top["path"], top["symbol"], top["source"]) == (path, name, "worktree")
+        assert top["start_line"] in (first - 1, first) and top["end_line"] == len(text.splitlines())
+        assert top["snippet"].lstrip().startswith(("//", "export function", "func", "def")) and name in top["snippet"]
+
+
 def test_worktree_changes_count_files_alike_with_and_without_the_overlay(indexed: Repo) -> None:
     for i in range(3):
         indexed.write(f"newpkg/mod{i}.py", f"def helper_{i}():\n    return {i}\n")  # one untracked folder
@@ -291,7 +312,7 @@ def test_unchanged_chunks_of_an_edited_file_answer_from_their_committed_points(
 def test_provisional_chunks_of_an_edit_are_the_chunkers_and_the_edit_answers(
         indexed: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     """In the daemon (worktree.PROVISIONAL) an ask chunks an edited file from its committed
-    chunks (gitrag.query.splice: only the changed range is new, nothing is parsed): for an
+    chunks (gitrag.query.splice: only the changed range is new, nothing is tokenised): for an
     edit inside one function the chunks are the chunker's own, one chunk is embedded, and
     the edit answers from the work tree; a new untracked file is still cut by the chunker,
     and an exact build (the warm-up) replaces the provisional files."""
@@ -323,33 +344,131 @@ def test_provisional_chunks_of_an_edit_are_the_chunkers_and_the_edit_answers(
     assert any(r["path"] == "net/fresh.py" for r in _ask(indexed, "collect_colours colour", k=3)["results"])
 
 
-def test_splice_names_the_changed_range_as_committed_and_moves_the_rest() -> None:
-    """gitrag.query.splice on its own: a renamed function keeps its committed name and its
-    new code, the chunks after it move by the lines the edit added; a change no committed
-    chunk touches, and a large one, are left to the chunker (None)."""
+def test_splice_keeps_the_committed_names_and_moves_the_rest() -> None:
+    """gitrag.query.splice on its own: an edit inside a function is one new chunk under its
+    name, the chunks after it move by the lines the edit added and the definitions are the
+    file's own now; a rename, a change no committed chunk touches, and a large one, are left
+    to the chunker (None)."""
     from gitrag.index.chunking import analyze
     from gitrag.query.splice import KnownChunk, splice
 
     old = (_function("collect_names", "name") + "\n\n" + _function("collect_sizes", "size") + "\n\n"
            + _function("collect_owners", "owner")).encode()
+    done = analyze("m.py", old)
     committed = [{"start_byte": c.start_byte, "end_byte": c.end_byte, "start_line": c.start_line,
                   "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind, "language": c.language,
-                  "chunk_hash": c.hash} for c in analyze("m.py", old).chunks if c.embeddable]
+                  "chunk_hash": c.hash} for c in done.chunks if c.embeddable]
+    graph = json.dumps({"definitions": [{"name": d.name, "kind": d.kind, "start_line": d.start_line,
+                                         "end_line": d.end_line, "parent": d.parent} for d in done.definitions]})
     assert [c["symbol"] for c in committed] == ["collect_names", "collect_sizes", "collect_owners"]
-    new = old.replace(b"def collect_sizes(items", b"def collect_dimensions(items").replace(
-        b"out.append(item.size)", b"out.append(item.size)\n            out.append(item.depth)")
-    lines = committed[2]["start_line"], committed[2]["end_line"]
-    got = splice("m.py", old, new, committed, '{"definitions": [{"name": "collect_owners", "kind": "function", '
-                 f'"start_line": {lines[0]}, "end_line": {lines[1]}}}]}}')
+    new = old.replace(b"out.append(item.size)", b"out.append(item.size)\n            out.append(item.depth)")
+    got = splice("m.py", old, new, committed, graph)
     assert got is not None
     assert [type(c) is KnownChunk for c in got.chunks] == [True, False, True]
     changed = got.chunks[1]
-    assert changed.symbol == "collect_sizes" and "collect_dimensions" in changed.text and "item.depth" in changed.text
-    assert new[changed.start_byte:changed.end_byte].startswith(b"def collect_dimensions")
+    assert changed.symbol == "collect_sizes" and "item.depth" in changed.text
+    assert new[changed.start_byte:changed.end_byte].startswith(b"def collect_sizes")
     moved = got.chunks[2]
     assert (moved.start_line, moved.hash) == (committed[2]["start_line"] + 1, committed[2]["chunk_hash"])
     assert new[moved.start_byte:moved.end_byte] == old[committed[2]["start_byte"]:committed[2]["end_byte"]]
-    assert got.definitions[0].start_line == committed[2]["start_line"] + 1
-    assert splice("m.py", old, old + b"\n\n# trailing\n", committed[:2], None) is None  # no chunk touches it
+    assert [(d.name, d.start_line) for d in got.definitions] == [
+        (d.name, d.start_line + (d.name == "collect_owners")) for d in done.definitions]
+    assert splice("m.py", old, new.replace(b"def collect_sizes(", b"def collect_dimensions("), committed, graph) is None
+    assert splice("m.py", old, old + b"\n\n# trailing\n", committed[:2], graph) is None  # no chunk touches it
     assert splice("m.py", old, old.replace(b"return out", b"return out\n" + b"    x = 1\n" * 1000, 1), committed,
-                  None) is None
+                  graph) is None
+
+
+CLASS = (b'import os\n\n\nclass Client:\n    """A client."""\n\n    def send(self, request):\n'
+         b'        """Send it."""\n        return request.body\n\n    def close(self):\n        """Close it."""\n'
+         b'        return None\n\n\ndef helper(x):\n    return x + 1\n')
+
+
+@pytest.mark.parametrize("edit, spliced", [
+    ((b"        return None\n", b"        return None\n\n    def reopen(self):\n        return 1\n"), False),
+    ((b"return request.body", b"return request.body.strip()"), True),
+    ((b"    return x + 1\n", b"    return x + 1\n\n\nLIMIT = 3\n"), False),
+], ids=["method-appended-to-a-class", "edit-inside-a-method", "module-constant-appended"])
+def test_splice_reads_the_definitions_around_the_change(edit: tuple[bytes, bytes], spliced: bool) -> None:
+    """The definitions are read from the changed region with the definitions around it (a
+    method's class): a method appended to a class or a new module constant is left to the
+    chunker; an edit inside a method is spliced with the chunker's definitions."""
+    from gitrag.index.chunking import analyze
+    from gitrag.query.splice import splice
+
+    done = analyze("c.py", CLASS)
+    committed = [{"start_byte": c.start_byte, "end_byte": c.end_byte, "start_line": c.start_line,
+                  "end_line": c.end_line, "symbol": c.symbol, "kind": c.kind, "language": c.language,
+                  "chunk_hash": c.hash} for c in done.chunks if c.embeddable]
+    graph = [{"name": d.name, "kind": d.kind, "start_line": d.start_line, "end_line": d.end_line, "parent": d.parent}
+             for d in done.definitions]
+    new = CLASS.replace(*edit)
+    got = splice("c.py", CLASS, new, committed, graph)
+    assert (got is not None) == spliced
+    if got is not None:
+        exact = analyze("c.py", new)
+        assert [(d.name, d.start_line, d.end_line) for d in got.definitions] == [
+            (d.name, d.start_line, d.end_line) for d in exact.definitions]
+        assert [(c.start_line, c.end_line, c.symbol) for c in got.chunks] == [
+            (c.start_line, c.end_line, c.symbol) for c in exact.chunks if c.embeddable]
+
+
+# An edited file of each language and the same file with a function appended after its last
+# one (the last chunk's end is where the insertion starts: it borders that chunk only).
+APPENDED = {
+    "python": ("util/delay.py", "def delay(ms, signal=None):\n    \"\"\"Sleep ms milliseconds unless aborted.\"\"\"\n"
+               "    if signal is not None and signal.aborted:\n        raise signal.reason\n"
+               "    time.sleep(ms / 1000)\n",
+               "\n\ndef jitter_pangolin(ms):\n    \"\"\"Pangolin jitter around ms.\"\"\"\n"
+               "    return ms * (0.5 + random.random())\n", "jitter_pangolin"),
+    "typescript": ("source/utils/delay.ts", "export type DelayOptions = {\n\tsignal?: AbortSignal;\n};\n\n"
+                   "export default async function delay(\n\tms: number,\n\t{signal}: DelayOptions,\n"
+                   "): Promise<void> {\n\treturn new Promise((resolve, reject) => {\n"
+                   "\t\tsignal?.throwIfAborted();\n\t\tconst timeoutId = setTimeout(resolve, ms);\n"
+                   "\t\tsignal?.addEventListener('abort', () => {\n\t\t\tclearTimeout(timeoutId);\n"
+                   "\t\t\treject(signal.reason as Error);\n\t\t}, {once: true});\n\t});\n}",
+                   "\n\nexport function jitterPangolin(ms: number): number {\n"
+                   "\treturn ms * (0.5 + Math.random()); // pangolin jitter\n}\n", "jitterPangolin"),
+    "go": ("cobra.go", "package cobra\n\nimport \"io\"\n\n// CheckErr prints the msg with the prefix 'Error:' and exits.\n"
+           "func CheckErr(msg interface{}) {\n\tif msg != nil {\n\t\tpanic(msg)\n\t}\n}\n\n"
+           "// WriteStringAndCheck writes a string into a buffer and checks the error.\n"
+           "func WriteStringAndCheck(b io.StringWriter, s string) {\n\t_, err := b.WriteString(s)\n"
+           "\tCheckErr(err)\n}\n",
+           "\n// zebraStripeRows shades every second row of a table.\nfunc zebraStripeRows(rows []string) []string {\n"
+           "\tfor i := 1; i < len(rows); i += 2 {\n\t\trows[i] = \"zebra \" + rows[i]\n\t}\n\treturn rows\n}\n",
+           "zebraStripeRows"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(APPENDED))
+def test_a_function_appended_answers_at_once_under_its_own_name(
+        indexed: Repo, language: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's first ask right after a new function is appended to a file (its
+    provisional cut, worktree.PROVISIONAL) names and bounds it as the chunker does, never as
+    the previous function with a range that runs over both; an edit inside a function is
+    still cut provisionally, and the same as the chunker."""
+    path, body, extra, name = APPENDED[language]
+    indexed.write(path, body)
+    indexed.commit(f"{language} file")
+    index(indexed.path)
+    indexed.write(path, body + extra)
+    monkeypatch.setattr(worktree, "PROVISIONAL", True)
+    shape = lambda ov: [(x["start_line"], x["end_line"], x["symbol"]) for x in ov.files[path].payloads]  # noqa: E731 - a one-line view of the overlay, named for the asserts
+    with open_workspace(indexed.path) as ws:
+        branch = ws.state.branch(ws.repo.branch())
+        quick = worktree.build(ws, branch)
+        exact = worktree.build(ws, branch, exact=True)
+        assert shape(quick) == shape(exact)
+        assert shape(quick)[-1][2] == name
+        start = (body + extra).splitlines().index(next(x for x in extra.splitlines() if name in x)) + 1
+        worktree._cache.clear()
+        got = ask(ws, f"{name} jitter zebra pangolin", k=3, worktree_overlay=True).to_json()["results"][0]
+    assert (got["path"], got["symbol"], got["source"]) == (path, name, "worktree")
+    assert got["start_line"] <= start and got["end_line"] == len((body + extra).splitlines())
+    assert name in got["snippet"] and "delay(" not in got["snippet"] and "WriteString" not in got["snippet"]
+    indexed.write(path, body.replace("ms", "millis", 1) if language != "go" else body.replace("panic(msg)", "panic(msg) // fatal"))
+    with open_workspace(indexed.path) as ws:
+        branch = ws.state.branch(ws.repo.branch())
+        quick = worktree.build(ws, branch)
+        assert quick.files[path].provisional  # an edit inside a function: no chunker on the ask
+        assert shape(quick) == shape(worktree.build(ws, branch, exact=True))

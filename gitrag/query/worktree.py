@@ -13,7 +13,8 @@ A chunk an edit left as it was (same text, same path) is not scored here: its co
 point keeps answering from the store and is renamed to the work-tree chunk (Overlay.kept,
 Overlay.drop), so only the changed chunks' points are hidden and only changed chunks are
 scored in memory. In the daemon (PROVISIONAL) an edited file not cut yet is cut from its
-committed chunks (gitrag.query.splice: no parse) and the daemon's warm-up replaces that
+committed chunks (gitrag.query.splice: no tokenising; a file whose definitions changed is
+cut by the chunker) and the daemon's warm-up replaces that
 with the chunker's cut.
 
 So an edited file answers with its new code, a deleted or renamed-away one no longer

@@ -9,6 +9,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -295,7 +296,8 @@ def uninstall(repo: str) -> None:
     _exit(lambda: run(repo))
 
 
-@cli.command()
+@cli.command(context_settings={"allow_extra_args": True})
+@click.pass_context
 @click.option("--stop", is_flag=True, help="Stop the running daemon (it finishes its current sync) and exit.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
               help="The least severe events the daemon logs on stderr.")
@@ -305,10 +307,19 @@ def uninstall(repo: str) -> None:
 @click.option("--orphan", default=600.0, show_default=True, type=click.FloatRange(0),
               help="With no repository registered in its GITRAG_HOME (none installed), stop after this many seconds "
                    "without a request (a daemon an MCP server or `ask` started); 0: never.")
-def daemon(stop: bool, log_level: str, json_logs: bool | None, debounce: float, reconcile: float,
-           orphan: float) -> None:
-    """Run the daemon in the foreground (what the systemd unit runs); see docs/daemon.md."""
+def daemon(ctx: click.Context, stop: bool, log_level: str, json_logs: bool | None, debounce: float,
+           reconcile: float, orphan: float) -> None:
+    """Run the daemon in the foreground (what the systemd unit runs); see docs/daemon.md.
+
+    \b
+      gitrag daemon            run it in the foreground (install starts one in the background)
+      gitrag daemon --stop     stop the running daemon
+      gitrag status            whether it runs, and each branch's freshness
+    """
     from gitrag.surfaces.commands import daemon as cmd
+
+    if ctx.args:  # `gitrag daemon stop`: the forms are options, not subcommands
+        raise click.UsageError(_daemon_word(ctx.args), ctx)
 
     _exit(lambda: cmd.stop() if stop else cmd.daemon(log_level, json_logs, debounce, reconcile, orphan))
 
@@ -402,6 +413,19 @@ def _globs(globs: tuple[str, ...]) -> tuple[str, ...]:
     return globs
 
 
+_DAEMON_FORMS = {"stop": "gitrag daemon --stop", "kill": "gitrag daemon --stop", "status": "gitrag status",
+                 "start": "gitrag daemon", "run": "gitrag daemon", "restart": "gitrag daemon --stop` then `gitrag daemon"}
+
+
+def _daemon_word(words: list[str]) -> str:
+    """The usage error for words after ``gitrag daemon``: what was meant, when it can tell."""
+    meant = _DAEMON_FORMS.get(words[0].lower())
+    got = f"got unexpected extra argument{'s' if len(words) > 1 else ''} ({' '.join(words)})"
+    if meant:
+        return f"{got}: did you mean `{meant}`?"
+    return f"{got}: the forms are `gitrag daemon`, `gitrag daemon --stop` (and `gitrag status`)"
+
+
 def _exit(fn: Callable[[], int]) -> None:
     """Run a command and exit with its code; the one place errors become exit codes."""
     try:
@@ -485,8 +509,59 @@ def _tolerant_streams() -> None:
             reconfigure(errors="backslashreplace")
 
 
+class _ClosedPipeSafe:
+    """A text stream (stdout, stderr) on which writing to a closed pipe never raises: the
+    first write or flush that meets the closed pipe (``gitrag install 2>&1 | head -1``)
+    points the file descriptor at /dev/null, and that output and all that follows is
+    dropped, so the command finishes its work and exits with its own code. Every other
+    attribute is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def _drop(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            self._stream.flush()  # what was buffered: now into /dev/null
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _pipe_safe_streams() -> None:
+    """Wrap stdout and stderr in :class:`_ClosedPipeSafe` (the one place a closed pipe is
+    handled: no command is cut short by a reader that went away), and flush them before
+    the interpreter's own last flush, which would otherwise report the closed pipe."""
+    import atexit
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _ClosedPipeSafe):
+            setattr(sys, name, _ClosedPipeSafe(stream))
+    atexit.register(lambda: [getattr(sys, n).flush() for n in ("stdout", "stderr")
+                             if isinstance(getattr(sys, n), _ClosedPipeSafe)])
+
+
 def main() -> None:
     _tolerant_streams()
+    _pipe_safe_streams()
     if sys.argv[1:2] == ["notify"] and not {"-h", "--help"} & set(sys.argv[2:3]):
         # the hook path: no click parsing, no logging set-up (help is click's, like every command's)
         from gitrag.daemon.notify import main as notify_main

@@ -10,6 +10,12 @@ longest a search may take), so the server exits after flushing them.
 :class:`DrainingReader` wraps the transport's read stream and notes each request's id;
 :class:`ReplyWriter` wraps its write stream and crosses off the id of each reply. Both keep
 the stream's interface (``receive``, iteration, ``last_context``, ``aclose``, ``async with``).
+
+A line that is not a JSON-RPC message (the SDK's transport hands its validation error up,
+and its server only logs it) is answered here as JSON-RPC 2.0 says: not JSON, ``-32700``
+Parse error; JSON that is not a request, response or notification object (``42``, ``[]``,
+``{"method": 3}``), ``-32600`` Invalid Request; both with ``id`` null (the id of a message
+that failed to parse cannot be told). A blank line is no message and gets no reply.
 """
 
 from __future__ import annotations
@@ -51,22 +57,47 @@ def _message(item: Any) -> Any:
     return getattr(item, "message", None)
 
 
-class DrainingReader:
-    """The transport's read stream; its end is held back until ``pending`` is drained."""
+def _rejection(exc: Exception) -> Any:
+    """The JSON-RPC error message for a line the transport could not read as a message (its
+    exception, a pydantic ValidationError), or None for a blank line."""
+    report = getattr(exc, "errors", None)  # pydantic's ValidationError.errors(); any other exception: none
+    errors = report() if callable(report) else []
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        if not str(first.get("input", "x")).strip():
+            return None
+        code, text = types.PARSE_ERROR, "Parse error: the line is not JSON"
+    else:
+        code, text = types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request object"
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=text))
 
-    def __init__(self, inner: Any, pending: Pending, limit_s: float = DRAIN_S) -> None:
-        self._inner, self._pending, self._limit_s = inner, pending, limit_s
+
+class DrainingReader:
+    """The transport's read stream; its end is held back until ``pending`` is drained. With
+    ``replies`` (the transport's write stream) a line that is not a message is answered
+    there with its JSON-RPC error (see the module doc) instead of being handed on."""
+
+    def __init__(self, inner: Any, pending: Pending, limit_s: float = DRAIN_S, replies: Any = None) -> None:
+        self._inner, self._pending, self._limit_s, self._replies = inner, pending, limit_s, replies
 
     @property
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            await self._pending.drained(self._limit_s)
-            raise
+        from mcp.shared.message import SessionMessage
+
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                await self._pending.drained(self._limit_s)
+                raise
+            if not (isinstance(item, Exception) and self._replies is not None):
+                break
+            rejection = _rejection(item)
+            if rejection is not None:
+                await self._replies.send(SessionMessage(rejection))
         message = _message(item)
         if isinstance(message, types.JSONRPCRequest):
             self._pending.add(message.id)
@@ -130,5 +161,5 @@ async def serve_stdio(lowlevel: Any) -> None:
 
     pending = Pending()
     async with stdio_server() as (read_stream, write_stream):
-        await lowlevel.run(DrainingReader(read_stream, pending), ReplyWriter(write_stream, pending),
+        await lowlevel.run(DrainingReader(read_stream, pending, replies=write_stream), ReplyWriter(write_stream, pending),
                            lowlevel.create_initialization_options())

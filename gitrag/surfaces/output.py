@@ -53,15 +53,11 @@ def line(*parts: str | tuple[str, str]) -> None:
     styled = _styled(sys.stdout)
     text = "".join(p if isinstance(p, str) else (f"\x1b[{_STYLES[p[1]]}m{p[0]}\x1b[0m" if styled else p[0])
                    for p in parts) + "\n"
-    try:
-        try:
-            sys.stdout.write(text)
-        except UnicodeEncodeError:
-            encoding = sys.stdout.encoding or "utf-8"
-            sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
-    except BrokenPipeError:  # `gitrag ask ... | head`: the reader has all it wanted (Python's own advice)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    try:  # a closed pipe (`gitrag ask ... | head`) is handled once for all output (gitrag.surfaces.cli)
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding or "utf-8"
+        sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
 
 
 def emit_json(data: Any) -> None:

@@ -6,6 +6,7 @@ writer only when a chat model is set."""
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from gitrag.errors import EXIT_OK, GitragError
@@ -190,7 +191,7 @@ def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) 
     because the ranked citations, printed either way, are the primary product."""
     if no_answer or not settings.chat_model:
         if not no_answer and not as_json:
-            output.info("hint: set GITRAG_CHAT_MODEL (an Ollama chat model, e.g. llama3.2) for a written answer with citations")
+            _chat_hint()
         return None
     from gitrag.query.answer import weak_message, write_answer
 
@@ -206,6 +207,33 @@ def _answer(settings: Settings, r: AskResponse, no_answer: bool, as_json: bool) 
     if written.error and not as_json:
         output.error(written.error)
     return written
+
+
+CHAT_HINT_MARKER = "chat-model-hint"  # in the state folder: its mtime is when the hint was last shown
+CHAT_HINT_EVERY_S = 24 * 3600
+
+
+def _chat_hint() -> None:
+    """The GITRAG_CHAT_MODEL hint on stderr: only when stdout and stderr are a terminal (never
+    into a pipe, a file or an agent's capture), and at most once a day per GITRAG_HOME (the
+    marker file ``state/chat-model-hint``; a state folder that cannot be written shows it each time)."""
+    from gitrag import config
+
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return
+    marker = config.state_dir() / CHAT_HINT_MARKER
+    try:
+        if time.time() - marker.stat().st_mtime < CHAT_HINT_EVERY_S:
+            return
+    except OSError:
+        pass  # never shown here
+    output.info("hint: set GITRAG_CHAT_MODEL (an Ollama chat model, e.g. llama3.2) for a written answer with citations"
+                " (shown once a day)")
+    try:
+        config.private_mkdir(marker.parent)
+        marker.touch()  # an old marker: its mtime moves to now
+    except (OSError, GitragError):
+        pass
 
 
 def _none_found(path: str, lang: str, exclude: tuple[str, ...]) -> str:

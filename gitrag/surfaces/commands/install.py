@@ -16,9 +16,17 @@ from gitrag.surfaces import output
 
 def install(repo: str, use_systemd: bool | None, first_index: bool) -> int:
     """Hooks -> registry -> daemon -> first index; prints each change (nothing on a re-run).
-    Raises NotWritable before any hook is written when GITRAG_HOME (or the XDG folders) cannot be written."""
+    Raises NotWritable before any hook is written when GITRAG_HOME (or the XDG folders) cannot be
+    written, and SystemdError before any when ``use_systemd`` is asked for (True) but no
+    systemd user manager answers or the unit cannot be written for these paths."""
     r = GitRepo(repo)
     config.check_writable()  # the registry, the daemon and the index need it: check before touching a hook
+    if use_systemd:  # asked for by --systemd: find out that it cannot work before changing anything
+        if not unit.available():
+            raise unit.SystemdError("--systemd: no systemd user manager answers here (`systemctl --user` fails: "
+                                    "no user bus in this session); nothing was changed: run `gitrag install "
+                                    "--no-systemd` to start the daemon without systemd")
+        unit.render()  # SystemdError for a path a unit cannot carry
     target = find_target(r)
     changes = install_hooks(target)
     _say(changes or [f"hooks already installed in {target.folder}"])
@@ -140,11 +148,12 @@ def _ensure_daemon(use_systemd: bool) -> None:
             launch.stop()  # a hand-started daemon makes way for the service
         try:
             _say(unit.install())
-        except unit.SystemdError:
+        except unit.SystemdError as exc:
             unit.uninstall()  # leave no unit file behind
             if info["running"]:
                 launch.spawn()  # and give back the daemon that made way
-            raise
+            raise unit.SystemdError(f"{exc} (the hooks are in place and the repository is registered: only the "
+                                    f"daemon is missing)") from None
         pid = launch.wait_running(30.0)
         output.info(f"the daemon runs (pid {pid}) under systemd; to keep it running while you are logged out: "
                     f"`loginctl enable-linger $USER`" if pid else f"systemd did not start the daemon: "
