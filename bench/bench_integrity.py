@@ -276,8 +276,8 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:
               f"in total {100 * sum(inside_cpu[name]) / sum(took_cpu[name]):.2f}% of its queries' CPU")
     if parts:
         cpu_q = statistics.median(took_cpu["checked"])
-        print(f"  inside this commit's check (one more pass, these parts timed), CPU p50 over the checked query's "
-              f"p50 above: " + "; ".join(f"{name} {statistics.median(v):.3f} ms = {100 * statistics.median(v) / cpu_q:.2f}%"
+        print("  inside this commit's check (one more pass, these parts timed), CPU p50 over the checked query's "
+              "p50 above: " + "; ".join(f"{name} {statistics.median(v):.3f} ms = {100 * statistics.median(v) / cpu_q:.2f}%"
                                            for name, v in parts.items()))
     if args.before:
         a, b = inside["checked"], inside[f"checked as at {args.before}"]
