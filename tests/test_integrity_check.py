@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from gitrag.errors import StoreDamaged
-from gitrag.index.integrity import DIGEST, SIGNATURE, _check_matrix, check_results, signatures_ok
+from gitrag.index.integrity import DIGEST, SIGNATURE, _check_matrix, check_results, signatures, signatures_ok
 from gitrag.index.store import SparseVec
 from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
@@ -176,7 +176,7 @@ def test_the_per_query_check_fails_exactly_the_damaged_point_and_passes_a_rescal
     """The per-query form (the store's ``vectors()`` read, compared as scalars, judged again in
     arrays when one fails) on a real index: the untouched points pass with the engine's own
     cosines; each damage of one point (a component moved, NaN, a vector short, sparse weights
-    or a term changed, a signature cut short or not numbers, another point's score) raises
+    a term lost or its id changed, a signature cut short or not numbers, another point's score) raises
     StoreDamaged naming that point; the same vector scaled by the store passes."""
     commit_a(repo)
     sync(repo.path)
@@ -188,7 +188,11 @@ def test_the_per_query_check_fails_exactly_the_damaged_point_and_passes_a_rescal
         sigs = [ws.state.cache.get_signatures(found)[p] for p in found]
         query = matrix[0] / np.linalg.norm(matrix[0])
         scores = {p: float(v @ query / np.linalg.norm(v)) for p, v in zip(found, matrix, strict=True)}
-        _check_matrix("here", found, matrix, terms, sigs, query, scores)  # the store's own: all pass
+        _check_matrix("here", found, matrix, terms, sigs, query, scores)  # as written: all pass
+        # the signatures of exactly these vectors: every point passes the direct comparison, so each
+        # damage below is caught by it (not only by the array form a rescaled vector needs)
+        sigs = signatures(list(matrix), terms)
+        _check_matrix("here", found, matrix, terms, sigs, query, scores)
         scaled = matrix.copy()
         scaled[2] *= 1.0001  # what a server that normalises would give back: same direction, same cosines
         _check_matrix("here", found, scaled, terms, sigs, query, scores)
@@ -214,6 +218,7 @@ def test_the_per_query_check_fails_exactly_the_damaged_point_and_passes_a_rescal
         cases = [damaged(i, m=moved), damaged(i, m=nan),
                  damaged(i, t=SparseVec(t.indices, [v * 1.01 for v in t.values])),
                  damaged(i, t=SparseVec(t.indices[:-1], t.values[:-1])), damaged(i, t=None),
+                 damaged(i, t=SparseVec([*t.indices[:-1], t.indices[-1] + 1], t.values)),  # a term id changed
                  damaged(i, s=sigs[i][:5]), damaged(i, s=[str(x) for x in sigs[i]]),
                  damaged(i, sc={**scores, found[i]: scores[found[i]] + 0.01})]
         assert all(found[i] in c for c in cases), cases
