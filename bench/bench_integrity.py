@@ -262,6 +262,7 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:
             took[name].append((time.perf_counter() - t) * 1000)
             took_cpu[name].append((time.process_time() - c) * 1000)
     retrieval.check_results = check
+    parts = _check_parts(ws, retrieval, questions, memo)
     p_off = statistics.median(took["unchecked"])
     print(f"warm queries in {where} ({len(questions)}, each asked {len(variants)} ways, interleaved): "
           f"p50 {p_off:.2f} ms unchecked; load average {os.getloadavg()[0]:.1f}")
@@ -273,11 +274,63 @@ def _queries(args: argparse.Namespace, ws, where: str) -> None:
         cpu_q, cpu_c = statistics.median(took_cpu[name]), statistics.median(inside_cpu[name])
         print(f"    CPU (this process): query p50 {cpu_q:.2f} ms, check p50 {cpu_c:.3f} ms = {100 * cpu_c / cpu_q:.2f}%; "
               f"in total {100 * sum(inside_cpu[name]) / sum(took_cpu[name]):.2f}% of its queries' CPU")
+    if parts:
+        cpu_q = statistics.median(took_cpu["checked"])
+        print("  inside this commit's check (one more pass, these parts timed), CPU p50 over the checked query's "
+              "p50 above: " + "; ".join(f"{name} {statistics.median(v):.3f} ms = {100 * statistics.median(v) / cpu_q:.2f}%"
+                                           for name, v in parts.items()))
     if args.before:
         a, b = inside["checked"], inside[f"checked as at {args.before}"]
         print(f"  time inside the check, now / at {args.before}: "
               f"p50 {statistics.median(a) / statistics.median(b):.3f}, "
               f"mean {statistics.mean(a) / statistics.mean(b):.3f}")
+
+
+def _check_parts(ws, retrieval, questions: list[str], memo) -> dict[str, list[float]]:
+    """Each question asked once more with the check's parts timed (CPU ms each): the whole
+    check, the store's ``vectors`` (the engine's retrieve of the shown points and its
+    conversion to arrays) and the engine's retrieve alone, the floor of a check that reads
+    the shown points' vectors. Empty for a store without them."""
+    store = ws.store
+    real_shard, real_vectors = getattr(store, "_shard", None), getattr(store, "vectors", None)
+    if real_shard is None or real_vectors is None:
+        return {}
+    parts: dict[str, list[float]] = {"the check": [], "store.vectors": [], "engine retrieve": []}
+
+    def part(name: str, fn):
+        def timed_part(*a, **kw):
+            c = time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                parts[name].append(1000 * (time.process_time() - c))
+        return timed_part
+
+    class Timed:  # the engine's shard with its retrieve timed
+        def __init__(self, shard):
+            self._shard, self.retrieve = shard, part("engine retrieve", shard.retrieve)
+
+        def __getattr__(self, attr):
+            return getattr(self._shard, attr)
+
+    def vectors(*a, **kw):
+        store._shard = lambda name: Timed(real_shard(name))
+        try:
+            return part("store.vectors", real_vectors)(*a, **kw)
+        finally:
+            store._shard = real_shard
+
+    check = retrieval.check_results
+    store.vectors, retrieval.check_results = vectors, part("the check", check)
+    try:
+        for q in questions:
+            if memo is not None:
+                memo.clear()
+            retrieval.search(ws, q, snippets=False)
+    finally:
+        store.vectors, retrieval.check_results = real_vectors, check
+        del store.vectors  # the class's method again (it was an instance attribute only while timed)
+    return parts
 
 
 def files(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from gitrag.errors import StoreDamaged
-from gitrag.index.integrity import DIGEST, SIGNATURE, check_results, signatures_ok
+from gitrag.index.integrity import DIGEST, SIGNATURE, _check_matrix, check_results, signatures, signatures_ok
 from gitrag.index.store import SparseVec
 from gitrag.index.workspace import open_workspace
 from tests.gitutil import Repo
@@ -170,3 +170,59 @@ def test_a_vector_the_store_rescaled_passes_and_one_turned_or_zeroed_fails() -> 
     turned[:8] = -turned[:8]
     cases = [v, served, 3.0 * v, turned, np.zeros_like(v)]
     assert signatures_ok([want] * len(cases), cases, [terms] * len(cases)) == [True, True, True, False, False]
+
+
+def test_the_per_query_check_fails_exactly_the_damaged_point_and_passes_a_rescaled_one(repo: Repo) -> None:
+    """The per-query form (the store's ``vectors()`` read, compared as scalars, judged again in
+    arrays when one fails) on a real index: the untouched points pass with the engine's own
+    cosines; each damage of one point (a component moved, NaN, a vector short, sparse weights
+    a term lost or its id changed, a signature cut short or not numbers, another point's score) raises
+    StoreDamaged naming that point; the same vector scaled by the store passes."""
+    commit_a(repo)
+    sync(repo.path)
+    ws, coll, got = _records(repo.path)
+    try:
+        wanted = sorted(got)
+        found, matrix, terms = ws.store.vectors(coll, wanted)
+        assert sorted(found) == wanted and matrix.dtype == np.float32 and matrix.shape[0] == len(found)
+        sigs = [ws.state.cache.get_signatures(found)[p] for p in found]
+        query = matrix[0] / np.linalg.norm(matrix[0])
+        scores = {p: float(v @ query / np.linalg.norm(v)) for p, v in zip(found, matrix, strict=True)}
+        _check_matrix("here", found, matrix, terms, sigs, query, scores)  # as written: all pass
+        # the signatures of exactly these vectors: every point passes the direct comparison, so each
+        # damage below is caught by it (not only by the array form a rescaled vector needs)
+        sigs = signatures(list(matrix), terms)
+        _check_matrix("here", found, matrix, terms, sigs, query, scores)
+        scaled = matrix.copy()
+        scaled[2] *= 1.0001  # what a server that normalises would give back: same direction, same cosines
+        _check_matrix("here", found, scaled, terms, sigs, query, scores)
+
+        keep = object()
+
+        def damaged(i: int, m=None, t=keep, s=None, sc=None) -> str:
+            mm, tt, ss = (matrix if m is None else m), list(terms), list(sigs)
+            if t is not keep:
+                tt[i] = t
+            if s is not None:
+                ss[i] = s
+            with pytest.raises(StoreDamaged) as err:
+                _check_matrix("here", found, mm, tt, ss, query, scores if sc is None else sc)
+            return str(err.value)
+
+        i = 3
+        moved = matrix.copy()
+        moved[i, 5] += 0.01
+        nan = matrix.copy()
+        nan[i] = np.nan
+        t = terms[i]
+        cases = [damaged(i, m=moved), damaged(i, m=nan),
+                 damaged(i, t=SparseVec(t.indices, [v * 1.01 for v in t.values])),
+                 damaged(i, t=SparseVec(t.indices[:-1], t.values[:-1])), damaged(i, t=None),
+                 damaged(i, t=SparseVec([*t.indices[:-1], t.indices[-1] + 1], t.values)),  # a term id changed
+                 damaged(i, s=sigs[i][:5]), damaged(i, s=[str(x) for x in sigs[i]]),
+                 damaged(i, sc={**scores, found[i]: scores[found[i]] + 0.01})]
+        assert all(found[i] in c for c in cases), cases
+        with pytest.raises(StoreDamaged, match="fail their signature"):
+            _check_matrix("here", found, matrix[:, :-1], terms, sigs, None, None)  # vectors a float short
+    finally:
+        ws.close()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -143,42 +144,87 @@ def signatures_ok(sigs: list[Any], dense: list[np.ndarray], terms: list[Any]) ->
     return ok
 
 
+def _sig_array(sigs: list[Any], terms: list[Any]) -> np.ndarray:
+    """float64 (n, 6) of the signatures ``sigs``; NaN rows (which match nothing) for a
+    signature that is not six numbers or a point without a sparse vector."""
+    try:
+        want = np.array(sigs)
+    except (ValueError, TypeError):  # ragged
+        want = np.zeros(0)
+    if want.dtype.kind in "fiu" and want.shape == (len(sigs), 6) and all(t is not None for t in terms):
+        return want.astype(np.float64, copy=False)
+    shaped = [isinstance(w, list) and len(w) == 6 and all(isinstance(x, (int, float)) for x in w) and t is not None
+              for w, t in zip(sigs, terms, strict=True)]
+    return np.array([w if ok else [np.nan] * 6 for w, ok in zip(sigs, shaped, strict=True)], dtype=np.float64)
+
+
 def _check_matrix(where: str, found: list[str], matrix: np.ndarray, terms: list[Any], sigs: list[Any],
                   query: Any, scores: dict[str, float] | None) -> None:
     """The per-query check of the points ``found`` (their float32 (n, dim) dense ``matrix``,
-    sparse ``terms`` and expected signatures ``sigs``): the signatures and the engine's
-    cosines in two products over one float64 copy. StoreDamaged naming the first that fails."""
-    if not found:
+    sparse ``terms`` and expected signatures ``sigs``): the two projections and the query's
+    dot product of every point in one float32 product, ``|v|^2`` in another (float32 sums of
+    a few hundred products are within ~1e-6 of float64's, a hundredth of ``SIG_TOLERANCE``),
+    then a few scalars a point compared in Python (for ten points cheaper than a dozen array
+    operations); a point that fails them is judged again by :func:`_check_rows` (a vector the
+    store scaled passes there). StoreDamaged naming the first that fails."""
+    n = len(found)
+    if not n:
         return
-    m = matrix.astype(np.float64)
-    shaped = [isinstance(w, list) and len(w) == 6 and all(isinstance(x, (int, float)) for x in w) and t is not None
-              for w, t in zip(sigs, terms, strict=True)]
-    if m.ndim != 2 or m.shape[1] == 0:
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape[1] == 0 or m.shape[0] != n:
         raise damaged(where, f"the vectors of point {found[0]} fail their signature")
-    finite = np.isfinite(m).all(axis=1)
-    got = np.column_stack([m @ _projections(m.shape[1]).T.astype(np.float64), np.einsum("ij,ij->i", m, m)])
-    want = np.array([w[:3] if ok else [np.nan] * 3 for w, ok in zip(sigs, shaped, strict=True)], dtype=np.float64)
-    near = (np.abs(got - want) <= SIG_TOLERANCE * np.maximum(1.0, np.abs(want))).all(axis=1)
-    near = (near | _rescaled_near(got, want)) & finite & np.array(shaped)
-    for i, pid in enumerate(found):
-        t, w = terms[i], sigs[i]
-        if not (near[i] and abs(float(sum(t.values)) - w[3]) <= SIG_TOLERANCE * max(1.0, abs(w[3]))
-                and float(sum(t.indices) % 4294967296) == w[4] and float(len(t.indices)) == w[5]):
-            raise damaged(where, f"the vectors of point {pid} fail their signature")
-    if query is None or not scores:
+    dim = m.shape[1]
+    q = None if query is None or not scores else np.asarray(query, dtype=np.float32).ravel()
+    if q is not None and q.size != dim:
+        q = None
+    left = _projections(dim) if q is None else np.concatenate([_projections(dim), q[None, :]])
+    prods = m @ left.T  # (n, 2 or 3): r1 . v, r2 . v (and q . v)
+    norms = np.einsum("ij,ij->i", m, m)  # |v|^2
+    rows, nns, tol = prods.tolist(), norms.tolist(), SIG_TOLERANCE
+    for p, nn, w, t in zip(rows, nns, sigs, terms, strict=True):
+        try:
+            ok = (isinstance(w, list) and len(w) == 6 and t is not None
+                  and abs(p[0] - w[0]) <= tol * max(1.0, abs(w[0])) and abs(p[1] - w[1]) <= tol * max(1.0, abs(w[1]))
+                  and abs(nn - w[2]) <= tol * max(1.0, abs(w[2]))
+                  and abs(sum(t.values) - w[3]) <= tol * max(1.0, abs(w[3]))
+                  and sum(t.indices) % 4294967296 == w[4] and len(t.indices) == w[5])
+        except TypeError:  # a signature of something else than numbers
+            ok = False
+        if not ok:  # NaN fails every comparison above
+            _check_rows(where, found, m, prods, norms, terms, sigs)
+            break
+    if q is None:
         return
-    q = np.asarray(query, dtype=np.float64).ravel()
-    rows = [i for i, pid in enumerate(found) if pid in scores]
-    if not rows or q.size != m.shape[1]:
-        return
-    sub = m[rows]
-    norms = np.sqrt(got[rows, 2]) * (np.linalg.norm(q) or 1.0)
-    cosines = (sub @ q) / np.where(norms == 0, 1.0, norms)
-    for i, cosine in zip(rows, cosines.tolist(), strict=True):
-        pid = found[i]
-        if abs(cosine - scores[pid]) > SCORE_TOLERANCE:
-            raise damaged(where, f"point {pid} was scored {scores[pid]:.4f} for a vector whose score is "
+    scored = scores or {}
+    qn = math.sqrt(float(q @ q)) or 1.0
+    for pid, p, nn in zip(found, rows, nns, strict=True):
+        score = scored.get(pid)
+        if score is not None and abs((cosine := p[2] / ((math.sqrt(nn) * qn) or 1.0)) - score) > SCORE_TOLERANCE:
+            raise damaged(where, f"point {pid} was scored {score:.4f} for a vector whose score is "
                                  f"{cosine:.4f}: the engine's id map is wrong")
+
+
+def _check_rows(where: str, found: list[str], m: np.ndarray, prods: np.ndarray, norms: np.ndarray,
+                terms: list[Any], sigs: list[Any]) -> None:
+    """:func:`_check_matrix`'s verdict on points one of which failed the direct comparison, in
+    arrays: the six numbers of every point against its signature, or the projections once a
+    rescaled vector is scaled back (:func:`_rescaled_near`), the vector finite. StoreDamaged
+    naming the first point that fails both."""
+    n = len(found)
+    want = _sig_array(sigs, terms)
+    got = np.empty((n, 6), dtype=np.float64)
+    got[:, :2] = prods[:, :2]
+    got[:, 2] = norms
+    got[:, 3:] = np.array([x for t in terms for x in ((sum(t.values), sum(t.indices) % 4294967296, len(t.indices))
+                                                       if t is not None else (np.nan,) * 3)],
+                          dtype=np.float64).reshape(n, 3)
+    tol = SIG_TOLERANCE * np.maximum(1.0, np.abs(want))
+    tol[:, 4:] = 0.0  # the term ids' sum and count: exact
+    near = (np.abs(got - want) <= tol).all(axis=1)  # NaN (a non-finite vector, a malformed signature): False
+    sparse_ok = (np.abs(got[:, 3:] - want[:, 3:]) <= tol[:, 3:]).all(axis=1)
+    near = (near | (_rescaled_near(got[:, :3], want[:, :3]) & sparse_ok)) & np.isfinite(m).all(axis=1)
+    if not near.all():
+        raise damaged(where, f"the vectors of point {found[int(np.argmin(near))]} fail their signature")
 
 
 def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str], query: Any = None,

@@ -213,6 +213,7 @@ def stored_form(vector: np.ndarray) -> np.ndarray:
 
 _PERSON = b"gitrag-cache3"  # vectors and sparse rows of format 3
 _PERSON2 = b"gitrag-cache2"  # format 2's rows, and the signatures (unchanged since format 2)
+_SIG_HASH = hashlib.blake2b(digest_size=8, person=_PERSON2)  # copied per signature row: digest()'s, made once
 
 
 def digest(key: str, context: str, data: bytes, person: bytes = _PERSON) -> bytes:
@@ -706,6 +707,7 @@ class VectorCache:
             return out
         keys = {_point_key(p): p for p in unique}
         bad: list[bytes] = []
+        tail = b"\0" + _SIG_CONTEXT.encode() + b"\0"
         with self._reading():
             for i in range(0, len(unique), _PART):
                 part = list(keys)[i : i + _PART]
@@ -713,8 +715,12 @@ class VectorCache:
                                        f"({','.join('?' * len(part))})", part)
                 for raw, dig, sig in rows:
                     pid = keys.get(raw)
-                    if (pid is None or not isinstance(sig, bytes) or len(sig) != _SIG.size
-                            or digest(pid, _SIG_CONTEXT, sig, _PERSON2) != dig):
+                    if pid is None or not isinstance(sig, bytes) or len(sig) != _SIG.size:
+                        bad.append(raw)
+                        continue
+                    h = _SIG_HASH.copy()  # digest(pid, _SIG_CONTEXT, sig, _PERSON2) in one update
+                    h.update(pid.encode("utf-8", "surrogatepass") + tail + sig)
+                    if h.digest() != dig:
                         bad.append(raw)
                         continue
                     out[pid] = memo[pid] = list(_SIG.unpack(sig))

@@ -611,17 +611,14 @@ class EdgeStore:
         dense vectors differ in length (the check then reads :meth:`records`)."""
         if not ids:
             return [], np.zeros((0, 0), dtype=np.float32), []
-        found, dense, sparse = [], [], []
         with self._lock:
             shard = self._shard(name)
             with checked(f"collection {self.root}/{name}"):
-                for r in shard.retrieve(list(ids), False, True):
-                    vectors = r.vector or {}
-                    sp = vectors.get(SPARSE)
-                    found.append(str_id(r.id))
-                    dense.append(vectors.get(DENSE, ()))
-                    sparse.append(SparseVec(sp.indices, sp.values) if sp is not None else None)
-        return found, np.array(dense, dtype=np.float32), sparse
+                got = shard.retrieve(list(ids), False, True)
+                vectors = [r.vector or {} for r in got]  # each access converts the engine's vectors again: once
+                found = [str_id(r.id) for r in got]
+                sparse = [None if (sp := v.get(SPARSE)) is None else SparseVec(sp.indices, sp.values) for v in vectors]
+        return found, np.array([v.get(DENSE, ()) for v in vectors], dtype=np.float32), sparse
 
     def move_aside(self, name: str) -> Path | None:
         """Close the collection and rename its folder to ``<name>.damaged-<n>`` (under its
