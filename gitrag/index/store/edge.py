@@ -26,12 +26,14 @@ after every open, flush, optimize and close and checked before the engine loads 
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import json
 import os
 import shutil
 import threading
+import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -287,8 +289,26 @@ def disk_usage(folder: Path) -> int:
     return total
 
 
+_OPEN: weakref.WeakSet[EdgeStore] = weakref.WeakSet()  # stores of this process that may hold shards open
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close the shards a process leaves open at its exit (a library caller that never calls
+    ``close``): the engine rewrites some files when a shard is dropped, which the next open's
+    file record (gitrag.index.store.files) would take for damage and heal (a whole rebuild).
+    Only in the process that opened them (a forked child's copy is not its to flush)."""
+    for store in list(_OPEN):
+        if store._pid == os.getpid():
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - at exit, one store's failure must not stop the others
+                log.warning("closing the store at exit failed", root=str(store.root))
+
+
 class EdgeStore:
-    """Collections as Qdrant Edge shards below ``root`` (created on first write)."""
+    """Collections as Qdrant Edge shards below ``root`` (created on first write). Shards left
+    open at the process's exit are closed then (:func:`_close_at_exit`)."""
 
     kind = "embedded"
     exact_dense = LAYOUT.exact
@@ -300,6 +320,8 @@ class EdgeStore:
         self._lock = threading.RLock()
         self._written: dict[str, int] = {}  # collection -> points upserted since its last optimize
         self._recorded: set[str] = set()  # collections whose file record matches their files (store.files)
+        self._pid = os.getpid()
+        _OPEN.add(self)
 
     def mapped_files(self) -> tuple[Path, threading.RLock]:
         """(the folder of the shards' memory-mapped segment and WAL files, the lock under
