@@ -288,8 +288,10 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
         if r.worktree.get("truncated"):  # over the overlay's file budget: say what was left out
+            # the budget is fixed (worktree.MAX_FILES) and `gitrag index` reads commits only: say what works
             extra += f" ({r.worktree['truncated']} of them not searched: over the overlay's budget of " \
-                     f"{r.worktree.get('files', 0)} files; commit them or run `gitrag index`)"
+                     f"{r.worktree.get('files', 0)} files; commit them (or .gitignore untracked ones), or ask " \
+                     f"with --committed to leave the work tree out)"
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 
