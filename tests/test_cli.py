@@ -244,6 +244,22 @@ def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
     assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "python", cwd=project.path).stdout
 
 
+def test_a_path_or_exclude_that_names_no_indexed_file_says_so_on_stderr(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    typo = gitrag("ask", "slugify text", "--path", "/nonexistent", cwd=project.path)
+    assert typo.returncode == 0 and typo.stdout.startswith("no results with --path /nonexistent")  # as no results
+    assert typo.stderr.strip() == "--path /nonexistent matches no indexed file"
+    as_json = gitrag("ask", "slugify text", "--path", "/nonexistent", "--json", "--no-answer", cwd=project.path)
+    assert json.loads(as_json.stdout)["results"] == [] and "matches no indexed file" in as_json.stderr
+    # a glob that leaves nothing out is named; one that matches a file, and a --path that matches, are not
+    excluded = gitrag("ask", "slugify text", "--exclude", "*.rs", "--exclude", "util/", cwd=project.path)
+    assert excluded.returncode == 0 and excluded.stderr.strip() == "--exclude *.rs matches no indexed file"
+    fine = gitrag("ask", "slugify text", "--path", "util", cwd=project.path)
+    assert "util/strings.py" in fine.stdout and "matches no indexed file" not in fine.stderr
+    nothing_relevant = gitrag("ask", "slugify text", "--path", "util/", "--lang", "ruby", cwd=project.path)
+    assert "matches no indexed file" not in nothing_relevant.stderr  # the path matched: --lang left it out
+
+
 def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> None:
     repo.write("we\nird.py", "def newline_named():\n    return 'odd'\n")
     repo.commit("odd name")
