@@ -150,7 +150,7 @@ def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: st
     scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
 
     def attempt() -> routing.Routed:
-        ws = open_workspace(repo)
+        ws = open_workspace(repo, create=False)  # a repository never indexed: NotIndexed, nothing written
         try:
             if more["rev"]:
                 return routing.Routed(heal.answering(ws, lambda: _ask_revision(
