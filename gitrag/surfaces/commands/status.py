@@ -47,7 +47,7 @@ def _never_indexed(path: str) -> tuple[dict[str, Any] | None, Settings]:
     current = repo.branch()  # a name gitrag refuses says so, as with an index
     if config.existing_repo_data_dir(repo.common_dir) is not None:
         return None, settings
-    info = {"path": str(repo.root), "branch": current, "head": repo.head(), "branches": [], "queue": 0,
+    info: dict[str, Any] = {"path": str(repo.root), "branch": current, "head": repo.head(), "branches": [], "queue": 0,
             "worktree_changes": repo.worktree_changes(), "data_dir": None, "state_bytes": 0}
     return {"daemon": daemon_info(), "repos": [info], "embedder": {"name": settings.embedder},
             "store": {"kind": "server" if settings.qdrant_url else "embedded", "url": settings.qdrant_url or None}}, settings
