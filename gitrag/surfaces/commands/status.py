@@ -39,18 +39,15 @@ def _never_indexed(path: str) -> tuple[dict[str, Any] | None, Settings]:
     without creating its state (no id file in the git dir, no folder), or None when it has one;
     its settings, read once)."""
     from gitrag import config
-    from gitrag.daemon.status import daemon_info
+    from gitrag.daemon.status import collect_never_indexed
     from gitrag.git.repo import GitRepo
 
     repo = GitRepo(path)
     settings = config.load_settings(repo.workdir)
-    current = repo.branch()  # a name gitrag refuses says so, as with an index
+    repo.branch()  # a name gitrag refuses says so, as with an index
     if config.existing_repo_data_dir(repo.common_dir) is not None:
         return None, settings
-    info: dict[str, Any] = {"path": str(repo.root), "branch": current, "head": repo.head(), "branches": [], "queue": 0,
-            "worktree_changes": repo.worktree_changes(), "data_dir": None, "state_bytes": 0}
-    return {"daemon": daemon_info(), "repos": [info], "embedder": {"name": settings.embedder},
-            "store": {"kind": "server" if settings.qdrant_url else "embedded", "url": settings.qdrant_url or None}}, settings
+    return collect_never_indexed(repo, settings), settings
 
 
 def _print(data: dict[str, Any]) -> None:
