@@ -297,6 +297,14 @@ def repo_data_dir(common_dir: Path) -> Path:
     return identity.data_dir(data_root(), Path(common_dir))
 
 
+def existing_repo_data_dir(common_dir: Path) -> Path | None:
+    """:func:`repo_data_dir` when that folder exists, else None (a repository never indexed
+    here); reads only (see :func:`gitrag.identity.existing_data_dir`)."""
+    from gitrag import identity  # standard library only
+
+    return identity.existing_data_dir(data_root(), Path(common_dir))
+
+
 # number settings: field -> (kind, unit, most allowed); every one must be greater than 0 and finite
 _NUMBERS: dict[str, tuple[type, str, float | None]] = {
     "max_file_bytes": (int, "bytes", None),

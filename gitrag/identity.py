@@ -114,6 +114,20 @@ def data_dir(root: Path, common_dir: Path) -> Path:
     return folder
 
 
+def existing_data_dir(root: Path, common_dir: Path) -> Path | None:
+    """The data folder :func:`data_dir` would give when one already exists (by the stored id,
+    else the previous release's path-keyed folder), else None; writes nothing (no id file, no
+    rename): for read-only commands in a repository gitrag never indexed."""
+    common = Path(common_dir).resolve()
+    repo_id = read_id(common)
+    if repo_id is not None:
+        folder = find_folder(root, repo_id)
+        if folder is not None:
+            return folder
+    legacy = root / f"{_slug(common)}-{path_key(common)}"
+    return legacy if legacy.is_dir() else None
+
+
 def record(folder: Path, common_dir: Path) -> None:
     """Note in ``folder`` which git dir it serves now (after a move: the new place)."""
     target = folder / RECORD_FILE

@@ -244,6 +244,22 @@ def test_no_results_under_a_filter_names_the_filter(project: Repo) -> None:
     assert "util/strings.py" in gitrag("ask", "slugify text", "--lang", "python", cwd=project.path).stdout
 
 
+def test_a_path_or_exclude_that_names_no_indexed_file_says_so_on_stderr(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    typo = gitrag("ask", "slugify text", "--path", "/nonexistent", cwd=project.path)
+    assert typo.returncode == 0 and typo.stdout.startswith("no results with --path /nonexistent")  # as no results
+    assert typo.stderr.strip() == "--path /nonexistent matches no indexed file"
+    as_json = gitrag("ask", "slugify text", "--path", "/nonexistent", "--json", "--no-answer", cwd=project.path)
+    assert json.loads(as_json.stdout)["results"] == [] and "matches no indexed file" in as_json.stderr
+    # a glob that leaves nothing out is named; one that matches a file, and a --path that matches, are not
+    excluded = gitrag("ask", "slugify text", "--exclude", "*.rs", "--exclude", "util/", cwd=project.path)
+    assert excluded.returncode == 0 and excluded.stderr.strip() == "--exclude *.rs matches no indexed file"
+    fine = gitrag("ask", "slugify text", "--path", "util", cwd=project.path)
+    assert "util/strings.py" in fine.stdout and "matches no indexed file" not in fine.stderr
+    nothing_relevant = gitrag("ask", "slugify text", "--path", "util/", "--lang", "ruby", cwd=project.path)
+    assert "matches no indexed file" not in nothing_relevant.stderr  # the path matched: --lang left it out
+
+
 def test_a_file_name_with_a_newline_stays_on_one_citation_line(repo: Repo) -> None:
     repo.write("we\nird.py", "def newline_named():\n    return 'odd'\n")
     repo.commit("odd name")
@@ -414,3 +430,33 @@ def test_ask_path_takes_what_a_shell_gives(project: Repo) -> None:
         assert paths(typed, cwd) == want, (typed, cwd)
     assert paths("util/str", project.path) == want  # a prefix of names is still a prefix
     assert "utilities/other.py" in paths(".", project.path / "hooks" / "..")
+
+
+def test_read_only_commands_in_a_repository_never_indexed_write_nothing(project: Repo) -> None:
+    """``status``, ``ask`` and ``related`` used to create ``.git/gitrag-id`` and a data folder
+    with a state database in a repository gitrag never indexed."""
+    home = Path(os.environ["GITRAG_HOME"])
+    said = "not indexed: run `gitrag install` (hooks keep it current) or `gitrag index`"
+    for args in (("ask", "slugify"), ("related", "util/strings.py:1")):
+        r = gitrag(*args, cwd=project.path)
+        assert (r.returncode, r.stdout, r.stderr.strip()) == (1, "", f"gitrag: error: {said}"), args
+    human = gitrag("status", cwd=project.path)
+    assert human.returncode == 0 and said in human.stdout and "state:" not in human.stdout, human.stdout
+    data = json.loads(gitrag("status", "--json", cwd=project.path).stdout)
+    assert data["repos"][0]["data_dir"] is None and data["repos"][0]["branches"] == []
+    assert not (project.path / ".git" / "gitrag-id").exists()
+    assert not (home / "data").exists() or not any((home / "data").glob("*/state.db"))
+    assert gitrag("index", cwd=project.path).returncode == 0  # then everything is as before
+    assert (project.path / ".git" / "gitrag-id").exists() and gitrag("ask", "slugify", cwd=project.path).returncode == 0
+    assert json.loads(gitrag("status", "--json", cwd=project.path).stdout)["repos"][0]["data_dir"]
+
+
+def test_every_doctor_check_is_documented_where_the_others_are(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    names = [c["name"].split()[0] for c in json.loads(gitrag("doctor", "--json", cwd=project.path).stdout)["checks"]]
+    assert "events" in names
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = readme.split("gitrag doctor       # one line per check (", 1)[1].split(")", 1)[0].split(", ")
+    table = readme.split("### `gitrag doctor --json`", 1)[1].split("| `checks[].name`", 1)[0]
+    assert listed == list(dict.fromkeys(names)), listed
+    assert all(f"`{n}`" in table or f"`{n} <branch>`" in table for n in names), names

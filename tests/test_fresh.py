@@ -416,6 +416,13 @@ def test_not_indexed_says_where_the_daemon_looked(repo: Repo, daemon: subprocess
     proc = gitrag("ask", "alpha", "--repo", str(repo.path), "--no-answer", check=False)
     assert proc.returncode == 1 and "not indexed" in proc.stderr
     assert f"GITRAG_HOME={os.environ['GITRAG_HOME']}" in proc.stderr and "the daemon looked in" in proc.stderr
+    assert "run `gitrag install` (hooks keep it current) or `gitrag index`" in proc.stderr
+    # read-only requests through the daemon write nothing for a repository never indexed
+    status = json.loads(gitrag("status", "--json", "--repo", str(repo.path)).stdout)
+    assert status["daemon"]["running"] and status["repos"][0]["data_dir"] is None
+    assert gitrag("related", "a.py:1", "--repo", str(repo.path), check=False).returncode == 1
+    assert not (repo.path / ".git" / "gitrag-id").exists()
+    assert not list(Path(os.environ["GITRAG_HOME"]).glob("data/*/state.db"))
 
 
 def test_a_daemon_with_nothing_registered_leaves_once_unused(repo: Repo, daemons) -> None:

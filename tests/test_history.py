@@ -307,3 +307,16 @@ def test_a_history_db_that_is_not_a_database_is_discarded_and_read_again(project
     assert result.exit_code == 1 and "damaged" in result.output
     index(project.path)
     assert _history(project) == _git_log(project)
+
+
+def test_a_commit_that_changed_no_file_prints_no_empty_files_line(repo: Repo) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("Add a")
+    repo.git("commit", "-q", "--allow-empty", "-m", "Bump nothing at all")
+    index(repo.path)
+    result = CliRunner().invoke(cli, ["log", "bump nothing", "--repo", str(repo.path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "Bump nothing at all" in ln)
+    assert lines[at + 1].strip() and not lines[at + 1].startswith(" " * 6 + " "), lines  # no blank files line
+    assert not any(ln.strip() == "" for ln in lines), lines

@@ -417,3 +417,41 @@ def test_progress_of_a_batched_sync_counts_the_whole_sync(repo: Repo, monkeypatc
         totals = [t for _, t in reports]
         known = totals.index(want)  # unknown before, exact after: a total never changes once given
         assert known > 0 and set(totals[:known]) == {UNKNOWN} and set(totals[known:]) == {want}, (stage, reports)
+
+
+def test_the_index_summary_parts_add_up_to_its_chunks(repo: Repo) -> None:
+    """A new user read "2708 chunks (2533 embedded, 1 from cache)": the rest were chunks whose
+    text repeats another (embedded once). Every part is named, on a first index and a later one."""
+    import re
+
+    from click.testing import CliRunner
+
+    from gitrag.surfaces.cli import cli
+
+    same = 'def same():\n    """Identical in three files."""\n    return 42\n'
+    for i in range(3):
+        repo.write(f"copy_{i}.py", same)
+    repo.write("unique.py", "def unique():\n    return 1\n")
+    repo.commit("three copies and one")
+
+    def run() -> tuple[dict[str, Any], str]:
+        text = CliRunner().invoke(cli, ["index", "--repo", str(repo.path)], catch_exceptions=False).stdout
+        got = re.search(r"(\d+) chunks \(([^)]*)\)", text)
+        assert got, text
+        parts = {name: int(n) for n, name in re.findall(r"(\d+) ([a-z][a-z ]*)", got.group(2))}
+        assert sum(parts.values()) == int(got.group(1)), text
+        return parts, text
+
+    first, _ = run()
+    assert first == {"embedded": 2, "from cache": 0, "repeats of another chunk": 2}
+    repo.write("unique.py", "def unique():\n    return 2\n")
+    repo.write("other.py", "def other():\n    return 3\n")
+    repo.commit("one changed, one new")
+    later, _ = run()
+    assert later == {"embedded": 2, "from cache": 0, "unchanged": 3}
+    repo.write("again.py", same)  # its vector is in the cache from the first index
+    repo.commit("a fourth copy")
+    data = json.loads(CliRunner().invoke(cli, ["index", "--repo", str(repo.path), "--json"],
+                                         catch_exceptions=False).stdout)
+    assert (data["chunks_embedded"], data["chunks_reused"], data["chunks_repeated"]) == (0, 1, 0)
+    assert data["chunks_total"] == 6

@@ -155,6 +155,24 @@ def test_cli_marks_work_tree_results_and_committed_gives_todays_answer(indexed: 
     assert "[work tree]" in human.splitlines()[0] and "searched from the work tree" in human
 
 
+def test_over_the_overlay_budget_the_hint_names_only_what_works(
+        indexed: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gitrag index` reads commits only, so it must not be offered for files over the budget."""
+    from click.testing import CliRunner
+
+    from gitrag.surfaces.cli import cli
+
+    monkeypatch.setattr(worktree, "MAX_FILES", 2)
+    for i in range(5):
+        indexed.write(f"scratch/note_{i}.py", f"def scratch_helper_{i}():\n    return {i}\n")
+    result = CliRunner().invoke(cli, ["ask", "scratch_helper", "--repo", str(indexed.path), "--no-answer"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    line = next(ln for ln in result.stdout.splitlines() if "not searched" in ln)
+    assert "3 of them not searched: over the overlay's budget of 2 files" in line
+    assert "gitrag index" not in line and "commit them" in line and "--committed" in line
+
+
 def test_offset_pages_through_the_same_ranking(indexed: Repo) -> None:
     full = _cli(indexed, "backoff header socket guide", "-k", "4", "--committed")
     page = _cli(indexed, "backoff header socket guide", "-k", "2", "--offset", "2", "--committed")

@@ -95,6 +95,29 @@ class Service:
             worker = self.workers[key] = RepoWorker(key, self._open, self._configure)
         return worker, str(repo.root)
 
+    def never_indexed(self, worker: RepoWorker) -> bool:
+        """Whether the worker's repository was never indexed here: no workspace open, no data
+        folder, not registered. A read-only request (ask, related, status) then writes nothing
+        for it (no id file in its git dir, no data folder): it is not indexed behind its owner's back."""
+        if worker.opened:
+            return False
+        common = Path(worker.common_dir)
+        return config.existing_repo_data_dir(common) is None and not registry.is_registered(common)
+
+    def refuse_never_indexed(self, worker: RepoWorker, root: str) -> None:
+        """NotIndexed (saying where the daemon looked) for a repository :meth:`never_indexed`,
+        after the errors that come first (a branch name gitrag refuses, no commit yet)."""
+        from gitrag.errors import NotIndexed
+        from gitrag.index.workspace import NOT_INDEXED
+
+        if not self.never_indexed(worker):
+            return
+        repo = GitRepo(root)
+        repo.branch()
+        repo.require_head()
+        raise NotIndexed(f"{NOT_INDEXED} (the daemon looked in {config.data_root()}, "
+                         f"GITRAG_HOME={config.gitrag_home() or 'unset'})")
+
     def _moved_worker(self, key: str, root: str) -> RepoWorker | None:
         """The worker of this repository at its old place, moved to ``key`` (the folder was
         moved: the old path no longer holds the id); None when there is none. A second
@@ -199,6 +222,7 @@ class Service:
         # worktree, offset, rev: types and ranges checked by protocol.ARGS
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
+        self.refuse_never_indexed(worker, root)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         wait_s = catchup.ask_wait(wait)
 
@@ -271,6 +295,7 @@ class Service:
         where, line = parse_location(location)
         worker, root = self.worker_for(repo)
         self.check_settings(root, settings)
+        self.refuse_never_indexed(worker, root)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         if worktree:
             self.warmer.note(root)
@@ -279,9 +304,11 @@ class Service:
 
     async def cmd_status(self, repo: str) -> dict[str, Any]:
         """The contract's status JSON for the repository, with its queue and last sync."""
-        from gitrag.daemon.status import collect
+        from gitrag.daemon.status import collect, collect_never_indexed
 
         worker, root = self.worker_for(repo)
+        if self.never_indexed(worker):  # described without opening (so creating) its data folder
+            return collect_never_indexed(GitRepo(root), config.load_settings(Path(root)), daemon=self.info())
         data = await worker.read(lambda: collect(worker.workspace(root), daemon=self.info()))
         for entry in data["repos"]:
             entry.update(queue=worker.queue(), syncs=worker.stats["syncs"], last_sync=worker.stats["last_sync"],

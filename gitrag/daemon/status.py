@@ -4,9 +4,13 @@ where the daemon and the CLI can both reach it: the daemon answers ``status`` wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitrag.index.workspace import Workspace
+
+if TYPE_CHECKING:
+    from gitrag.config import Settings
+    from gitrag.git.repo import GitRepo
 
 
 def _by_kind(counts: dict[str, int]) -> dict[str, int]:
@@ -49,6 +53,20 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
     return {
         "daemon": daemon if daemon is not None else daemon_info(), "repos": [repo],
         "embedder": {"name": ws.settings.embedder}, "store": {"kind": ws.store.kind, "url": ws.settings.qdrant_url or None},
+    }
+
+
+def collect_never_indexed(repo: GitRepo, settings: Settings, daemon: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The status JSON of a repository with no data folder here (``data_dir`` null, no
+    branch), built without opening (so creating) its workspace; ``daemon`` as in :func:`collect`."""
+    info: dict[str, Any] = {
+        "path": str(repo.root), "branch": repo.branch(), "head": repo.head(), "branches": [], "queue": 0,
+        "worktree_changes": repo.worktree_changes(), "data_dir": None, "state_bytes": 0,
+    }
+    return {
+        "daemon": daemon if daemon is not None else daemon_info(), "repos": [info],
+        "embedder": {"name": settings.embedder},
+        "store": {"kind": "server" if settings.qdrant_url else "embedded", "url": settings.qdrant_url or None},
     }
 
 

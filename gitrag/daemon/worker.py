@@ -139,6 +139,11 @@ class RepoWorker:
             self.dirty.pop(path, None)
             self.reported.pop(path, None)
 
+    @property
+    def opened(self) -> bool:
+        """Whether this worker has opened the repository's Workspace (its data folder exists)."""
+        return self._ws is not None
+
     def workspace(self, worktree: str | Path, rebuild: bool = False) -> Workspace:
         """A view of the repository's Workspace on ``worktree`` (its HEAD, its branch).
 

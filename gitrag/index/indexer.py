@@ -73,6 +73,7 @@ class IndexSummary:
     chunks_total: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    chunks_repeated: int = 0  # points whose text repeats a chunk embedded in this run (embedded once)
     points_upserted: int = 0
     points_deleted: int = 0
     seconds: float = 0.0
@@ -123,6 +124,7 @@ class Indexer:
         self._texts: dict[str, str] = {}  # chunk hash -> embedding text, for the current batch
         self._spans: dict[str, TokenSpan] = {}  # chunk hash -> its exact token ids, when known (current batch)
         self._embedded: set[str] = set()  # hashes embedded in this sync
+        self._written: set[str] = set()  # of those, the ones a point written in this sync already holds
         self._given: dict[str, np.ndarray] = {}  # chunk hash -> dense vector a pool worker made (current batch)
         self._given_sparse: dict[str, Any] = {}  # chunk hash -> sparse vector a pool worker made (current batch)
         self._feed: _Feed | None = None  # the worker pool's results, for a big sync (gitrag.index.pool)
@@ -439,7 +441,13 @@ class Indexer:
         summary.points_deleted += writes.deleted
         summary.payloads_updated += writes.payloads
         summary.paths_embedded += writes.paths_embedded
-        summary.chunks_reused += sum(1 for h in writes.hashes if h not in self._embedded)
+        for h in writes.hashes:  # each point written: its vector embedded now (once a text), or from the cache
+            if h not in self._embedded:
+                summary.chunks_reused += 1
+            elif h in self._written:
+                summary.chunks_repeated += 1
+            else:
+                self._written.add(h)
 
     def _analyze_batch(
         self, paths: list[str], start: int, entries: dict[str, Entry], policy: Policy, summary: IndexSummary,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gitrag import config, identity
 from gitrag.config import Settings
+from gitrag.errors import NotIndexed
 from gitrag.git.repo import GitRepo
 from gitrag.index.embedders import Embedder, create
 from gitrag.index.state import State
@@ -78,16 +79,27 @@ class Workspace:
         self.close()
 
 
+NOT_INDEXED = "not indexed: run `gitrag install` (hooks keep it current) or `gitrag index`"
+
+
 def open_workspace(
-    path: str | Path = ".", settings: Settings | None = None, embedder: Embedder | None = None, rebuild: bool = False
+    path: str | Path = ".", settings: Settings | None = None, embedder: Embedder | None = None, rebuild: bool = False,
+    create: bool = True,
 ) -> Workspace:
     """Open the repository containing ``path`` with its settings, state and store.
 
-    Raises NotARepository outside a git repository, ConfigError for bad settings,
+    ``create=False`` (a read-only command: ``ask``, ``related``): a repository with no data
+    folder here raises NotIndexed (NOT_INDEXED) and nothing is written (no id file in the git
+    dir, no folder), after the errors that come first (settings, a branch name gitrag refuses,
+    no commit yet). Raises NotARepository outside a git repository, ConfigError for bad settings,
     StateError for an unreadable state database or one of another format (unless
     ``rebuild``: then it is moved aside and the repository's collections dropped)."""
     repo = GitRepo(path)
     settings = settings or config.load_settings(repo.workdir)
+    if not create and config.existing_repo_data_dir(repo.common_dir) is None:
+        repo.branch()
+        repo.require_head()
+        raise NotIndexed(NOT_INDEXED)
     data_dir = config.repo_data_dir(repo.common_dir)
     config.private_data_dir(data_dir)
     identity.record(data_dir, repo.common_dir)

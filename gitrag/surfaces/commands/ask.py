@@ -25,7 +25,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     from gitrag.daemon import routing
     from gitrag.surfaces.shellpath import repository_prefix
 
-    path = repository_prefix(path, repo)  # `./doc`, `doc/`, an absolute path, one relative to a subfolder
+    typed, path = path, repository_prefix(path, repo)  # `./doc`, `doc/`, an absolute path, one relative to a subfolder
     if exclude:  # a bad glob is an error before anything is asked (imports the store's types: --exclude only)
         from gitrag.index.store.base import SearchFilter
 
@@ -48,6 +48,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     else:
         response, settings, catching_up = _in_process(repo, question, k, mode, path, lang, no_answer, expand,
                                                       tuple(exclude), files, more)
+    for said in _unmatched(repo, response, path, tuple(exclude), typed):  # stderr: stdout (and --json) stays the answer
+        output.info(said)
     blames = _blames(repo, response) if blame else None
     written = _answer(settings, response, no_answer, as_json)
     todo = catching_up  # what the freshness line says to do about a lagging index
@@ -69,6 +71,31 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         _print(response, snippets=not (written and written.text), catching_up=todo,
                none=_none_found(path, lang, exclude), blames=blames)
     return EXIT_OK
+
+
+def _unmatched(repo: str, r: AskResponse, path: str, exclude: tuple[str, ...], typed: str = "") -> list[str]:
+    """One line per ``--path`` / ``--exclude`` that names no file of the answered commit's tree
+    (``--path /nonexistent matches no indexed file``): a typo otherwise looks like "nothing relevant".
+    ``--path`` is checked only when nothing came back (a result proves it matched); an ``--exclude``
+    glob always (it left nothing out). A tree that cannot be read (a team answer's commit not
+    fetched here) says nothing: the answer stands without it. ``typed``: ``--path`` as given, for the line."""
+    if not ((path and not r.results) or exclude) or r.freshness is None or not r.freshness.commit:
+        return []
+    from gitrag.git.repo import GitRepo
+    from gitrag.index.store.base import SearchFilter
+
+    try:
+        paths = [e.path for e in GitRepo(repo).files(str(r.freshness.commit))]
+    except Exception:  # noqa: BLE001 - a hint only
+        return []
+    out = []
+    if path and not r.results and not any(p.startswith(path) for p in paths):
+        out.append(f"--path {_printable(typed or path)} matches no indexed file")
+    for glob in exclude:
+        one = SearchFilter(exclude=(glob,))
+        if not any(one.excludes(p) for p in paths):
+            out.append(f"--exclude {_printable(glob)} matches no indexed file")
+    return out
 
 
 def _revived(repo: str) -> bool:
@@ -123,7 +150,7 @@ def _in_process(repo: str, question: str, k: int, mode: str, path: str, lang: st
     scope = SearchFilter(path, lang, exclude) if (path or lang or exclude) else None
 
     def attempt() -> routing.Routed:
-        ws = open_workspace(repo)
+        ws = open_workspace(repo, create=False)  # a repository never indexed: NotIndexed, nothing written
         try:
             if more["rev"]:
                 return routing.Routed(heal.answering(ws, lambda: _ask_revision(
@@ -288,8 +315,10 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
         if r.worktree.get("truncated"):  # over the overlay's file budget: say what was left out
+            # the budget is fixed (worktree.MAX_FILES) and `gitrag index` reads commits only: say what works
             extra += f" ({r.worktree['truncated']} of them not searched: over the overlay's budget of " \
-                     f"{r.worktree.get('files', 0)} files; commit them or run `gitrag index`)"
+                     f"{r.worktree.get('files', 0)} files; commit them (or .gitignore untracked ones), or ask " \
+                     f"with --committed to leave the work tree out)"
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 

@@ -84,6 +84,18 @@ def _through_daemon(repo: str, rebuild: bool, as_json: bool) -> dict[str, Any] |
             poller.join()
 
 
+def _chunk_parts(s: IndexSummary) -> str:
+    """The parts ``chunks_total`` is made of, adding up to it: embedded now, from the vector cache,
+    repeats of a chunk embedded now (same text: embedded once), and those already in the index."""
+    parts = [f"{s.chunks_embedded} embedded", f"{s.chunks_reused} from cache"]
+    if s.chunks_repeated:
+        parts.append(f"{s.chunks_repeated} repeats of another chunk")
+    kept = s.chunks_total - s.chunks_embedded - s.chunks_reused - s.chunks_repeated
+    if kept > 0:
+        parts.append(f"{kept} unchanged")
+    return ", ".join(parts)
+
+
 def _print(s: IndexSummary) -> None:
     head = f"{s.branch} @ {s.commit[:12]}"
     if s.previous_commit == s.commit and not (s.points_upserted or s.points_deleted):
@@ -91,7 +103,7 @@ def _print(s: IndexSummary) -> None:
         return
     output.out.print(
         f"{head}: {s.files_indexed} files indexed, {s.files_skipped} skipped, {s.files_deleted} deleted; "
-        f"{s.chunks_total} chunks ({s.chunks_embedded} embedded, {s.chunks_reused} from cache); "
+        f"{s.chunks_total} chunks ({_chunk_parts(s)}); "
         f"{s.points_upserted} points written, {s.points_deleted} deleted in {s.seconds:.1f}s"
     )
     if s.started_from:

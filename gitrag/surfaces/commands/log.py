@@ -66,6 +66,7 @@ def _print(commits: list[Commit], branch: str, head: str, read_to: str, path: st
         output.out.print(f"      {escape(c.subject)}", markup=True)
         shown = [f.path if f.old_path is None else f"{f.old_path} -> {f.path}" for f in c.files[:FILES_SHOWN]]
         more = f"  [dim]+{c.n_files - len(shown)} more[/]" if c.n_files > len(shown) else ""
-        output.out.print(f"      [dim]{escape(', '.join(shown))}[/]{more}")
+        if shown or more:  # a commit that changed no file (`git commit --allow-empty`): no empty line
+            output.out.print(f"      [dim]{escape(', '.join(shown))}[/]{more}")
     state = "up to date" if read_to == head else f"history at {read_to[:12]}, HEAD at {head[:12]}: run `gitrag index`"
     output.out.print(f"[dim]{branch}: {state}[/]")

@@ -27,7 +27,7 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     if data is None and _revived(repo):  # an installed repository's daemon died: started again, as ask does
         data = routing.related(repo, **args)
     if data is None:  # no daemon: in-process
-        ws = open_workspace(repo)
+        ws = open_workspace(repo, create=False)
         try:
             response, here = run(ws, where, line, k=k, scope=scope, worktree_overlay=worktree, offset=offset)
             data = to_json(response, here)

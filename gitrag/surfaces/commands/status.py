@@ -1,22 +1,28 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.markup import escape
 
 from gitrag.daemon.status import collect
 from gitrag.errors import EXIT_OK
-from gitrag.index.workspace import open_workspace
+from gitrag.index.workspace import NOT_INDEXED, open_workspace
 from gitrag.surfaces import output
+
+if TYPE_CHECKING:
+    from gitrag.config import Settings
 
 
 def status(repo: str, as_json: bool) -> int:
     from gitrag.daemon import routing
 
     data = routing.status(repo)  # None: no daemon runs
+    settings = None
+    if data is None:  # a repository gitrag never indexed here: described, nothing written
+        data, settings = _never_indexed(repo)
     if data is None:
-        ws = open_workspace(repo)
+        ws = open_workspace(repo, settings)
         try:
             data = collect(ws)
         finally:
@@ -26,6 +32,22 @@ def status(repo: str, as_json: bool) -> int:
     else:
         _print(data)
     return EXIT_OK
+
+
+def _never_indexed(path: str) -> tuple[dict[str, Any] | None, Settings]:
+    """(the status of a repository with no data folder here (``data_dir`` None, no branch), read
+    without creating its state (no id file in the git dir, no folder), or None when it has one;
+    its settings, read once)."""
+    from gitrag import config
+    from gitrag.daemon.status import collect_never_indexed
+    from gitrag.git.repo import GitRepo
+
+    repo = GitRepo(path)
+    settings = config.load_settings(repo.workdir)
+    repo.branch()  # a name gitrag refuses says so, as with an index
+    if config.existing_repo_data_dir(repo.common_dir) is not None:
+        return None, settings
+    return collect_never_indexed(repo, settings), settings
 
 
 def _print(data: dict[str, Any]) -> None:
@@ -46,9 +68,12 @@ def _print(data: dict[str, Any]) -> None:
                 output.out.print(f"   skipped files: {skipped}", markup=False)
         if not repo["branches"] and "head" in repo and repo["head"] is None:
             output.out.print("   no commit yet: commit first (`git commit`); then `gitrag index`, or the hooks, index it")
+        elif not repo["branches"] and repo["data_dir"] is None:
+            output.out.print(f"   {NOT_INDEXED}", markup=False)
         elif not repo["branches"]:
             output.out.print("   nothing indexed yet: run `gitrag index`")
-        output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}", markup=False)
+        if repo["data_dir"] is not None:
+            output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}", markup=False)
 
 
 def _pad(text: str, width: int) -> str:
