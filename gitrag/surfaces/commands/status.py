@@ -47,6 +47,7 @@ def _never_indexed(path: str) -> tuple[dict[str, Any] | None, Settings]:
     repo.branch()  # a name gitrag refuses says so, as with an index
     if config.existing_repo_data_dir(repo.common_dir) is not None:
         return None, settings
+    config.check_writable()  # a home this user cannot write says so here too (NotWritable), not "run install"
     return collect_never_indexed(repo, settings), settings
 
 
