@@ -64,3 +64,26 @@ def index(path: Path, **kw: Any) -> IndexSummary:
         return Indexer(ws).sync(**kw)
     finally:
         ws.close()
+
+
+PROJECT = Path(__file__).resolve().parent.parent  # this repository, whose history holds older gitrag code
+
+
+def project_git(*args: str) -> str:
+    """stdout of ``git -C <this repository> ARGS``; skips the test where the checkout has no
+    git history to read (an exported tree)."""
+    import pytest
+
+    try:
+        return subprocess.run(["git", "-C", str(PROJECT), *args], capture_output=True, text=True, check=True).stdout
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("needs this repository's git history (an older gitrag's code)")
+
+
+def project_package_at(rev: str, out: Path) -> Path:
+    """``out`` (created) holding the ``gitrag`` package of this repository at ``rev`` (git archive),
+    to run an older gitrag with ``PYTHONPATH=out``."""
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(PROJECT), "archive", rev, "gitrag"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out

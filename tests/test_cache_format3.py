@@ -26,7 +26,7 @@ from gitrag.git.repo import GitRepo
 from gitrag.index import sparse
 from gitrag.index.embedders.hashing import HashEmbedder
 from gitrag.index.vector_cache import OUTLIERS, decode_key, decode_vector, stored_form, unpack_sparse
-from tests.gitutil import Repo, index
+from tests.gitutil import Repo, index, project_git, project_package_at
 from tests.reliability import functions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,22 +60,12 @@ def _format2_code(tmp_path: Path) -> Path:
     """The gitrag package just before this conversion: the first parent of the commit of this
     repository's history that made the vector cache format 3 (so only the conversion lies
     between the two codes, and their answers can be compared)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
-
-    try:
-        revs = git("log", "--format=%H", "-n", "200", "--", "gitrag/index/vector_cache.py").split()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        pytest.skip("needs this repository's git history (the format-2 code)")
-    marks = [_MARK in git("show", f"{r}:gitrag/index/vector_cache.py") for r in revs]
+    revs = project_git("log", "--format=%H", "-n", "200", "--", "gitrag/index/vector_cache.py").split()
+    marks = [_MARK in project_git("show", f"{r}:gitrag/index/vector_cache.py") for r in revs]
     rev = next((f"{r}^" for r, old, older in zip(revs, marks, marks[1:], strict=False) if not old and older), None)
     if rev is None:
         pytest.skip("no commit making the vector cache format 3 in this history")
-    out = tmp_path / "format2-code"
-    out.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gitrag"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out
+    return project_package_at(rev, tmp_path / "format2-code")
 
 
 def _answers(repo: Path, code: Path | None) -> dict[str, list]:

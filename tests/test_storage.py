@@ -29,7 +29,7 @@ from gitrag.git.repo import GitRepo
 from gitrag.index.state import State
 from gitrag.index.workspace import open_workspace
 from gitrag.query.retrieval import search
-from tests.gitutil import Repo, index
+from tests.gitutil import Repo, index, project_git, project_package_at
 from tests.reliability import compare, functions, points
 
 BACKENDS = ["embedded", "server"]
@@ -267,23 +267,13 @@ def test_gc_keeps_the_index_of_a_repository_moved_while_nothing_ran(repo: Repo, 
 
 def _previous_release(tmp_path: Path) -> Path:
     """The gitrag package of the last commit of this repository with index format 1."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
-
-    try:
-        revs = git("log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/index/state.py").split()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        pytest.skip("needs this repository's git history (the previous release's code)")
+    revs = project_git("log", "--format=%H", "-S", "FORMAT_VERSION = 1\n", "--", "gitrag/index/state.py").split()
     for rev in ["HEAD"] + [f"{r}^" for r in revs]:  # the newest such commit
-        if "FORMAT_VERSION = 1\n" in git("show", f"{rev}:gitrag/index/state.py"):
+        if "FORMAT_VERSION = 1\n" in project_git("show", f"{rev}:gitrag/index/state.py"):
             break
     else:
         pytest.skip("no commit with index format 1 in this history")
-    out = tmp_path / "previous-release"
-    out.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gitrag"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out
+    return project_package_at(rev, tmp_path / "previous-release")
 
 
 def test_an_index_of_the_previous_release_is_converted_without_embedding(repo: Repo, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from gitrag import config
 from gitrag.git.repo import GitRepo
 from gitrag.index.state import FORMAT_VERSION, State, graph_text
 from gitrag.index.store import edge as edge_mod
-from tests.gitutil import Repo, index
+from tests.gitutil import Repo, index, project_git, project_package_at
 from tests.reliability import compare, functions, points
 from tests.test_storage import fresh_points, paths_found
 
@@ -36,23 +36,14 @@ _LEAN = 'in LAYOUTS else "lean"'
 def _format2_code(tmp_path: Path) -> Path:
     """The gitrag package of the newest commit of this repository whose state is format 2
     and whose store layout is "lean" (the code before this conversion)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
-
-    try:
-        revs = git("log", "--format=%H", "-n", "50", "--", "gitrag/index/state.py", "gitrag/index/store/edge.py").split()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        pytest.skip("needs this repository's git history (the format-2 code)")
+    revs = project_git("log", "--format=%H", "-n", "50", "--", "gitrag/index/state.py", "gitrag/index/store/edge.py").split()
     for rev in revs:
-        if _MARK in git("show", f"{rev}:gitrag/index/state.py") and _LEAN in git("show", f"{rev}:gitrag/index/store/edge.py"):
+        if (_MARK in project_git("show", f"{rev}:gitrag/index/state.py")
+                and _LEAN in project_git("show", f"{rev}:gitrag/index/store/edge.py")):
             break
     else:
         pytest.skip("no commit with state format 2 and the lean store layout in this history")
-    out = tmp_path / "format2-code"
-    out.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gitrag"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out
+    return project_package_at(rev, tmp_path / "format2-code")
 
 
 def test_an_index_of_format_2_is_converted_without_embedding(repo: Repo, tmp_path: Path,

@@ -57,6 +57,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
@@ -377,6 +378,16 @@ def _cannot_open(path: Path, exc: sqlite3.DatabaseError) -> str:
     return state_cannot_open(path, exc, "move it away (vectors are embedded again)")
 
 
+def _batches_by_id(db: sqlite3.Connection, select: str, size: int = 2000) -> Iterator[list[Any]]:
+    """The rows of ``select`` (a ``SELECT id, ... FROM table`` without WHERE or ORDER) in
+    batches of ``size``, in ``id`` order, each batch read after the caller has handled the
+    previous one (it may update or delete the rows it got: the next starts after their ids)."""
+    last = -1
+    while rows := db.execute(f"{select} WHERE id > ? ORDER BY id LIMIT ?", (last, size)).fetchall():
+        yield rows
+        last = rows[-1][0]
+
+
 class VectorCache:
     """The vector cache shared by every repository of one user (see the module doc).
 
@@ -508,10 +519,7 @@ class VectorCache:
         bytes. A row that fails its format-2 digest is deleted (a miss: embedded again)."""
         names = {int(i): str(n) for i, n in db.execute("SELECT id, name FROM fingerprints")}
         kept = bad = 0
-        last = -1
-        while rows := db.execute("SELECT id, key, fp, digest, vec FROM vectors WHERE id > ? ORDER BY id LIMIT 2000",
-                                 (last,)).fetchall():
-            last = rows[-1][0]
+        for rows in _batches_by_id(db, "SELECT id, key, fp, digest, vec FROM vectors"):
             good, drop = [], []
             for rid, raw, fp, dig, vec in rows:
                 name, key = names.get(fp), decode_key(raw)
@@ -527,10 +535,7 @@ class VectorCache:
             db.executemany("DELETE FROM vectors WHERE id=?", drop)
             kept, bad = kept + len(good), bad + len(drop)
         sparse_kept = 0
-        last = -1
-        while rows := db.execute("SELECT id, key, version, digest, data FROM sparse WHERE id > ? ORDER BY id LIMIT 2000",
-                                 (last,)).fetchall():
-            last = rows[-1][0]
+        for rows in _batches_by_id(db, "SELECT id, key, version, digest, data FROM sparse"):
             out, drop = [], []
             for rid, raw, version, dig, data in rows:
                 key = decode_key(raw)
