@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 from gitrag import __version__
@@ -21,13 +22,29 @@ def build_id() -> str:
     """12 hex digits naming this installation's code."""
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256(__version__.encode())
-    for path in sorted(root.rglob("*.py")):
+    for parts, st in sorted(_modules(os.fspath(root), ())):
+        digest.update(f"{'/'.join(parts)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:12]
+
+
+def _modules(folder: str, parts: tuple[str, ...]) -> list[tuple[tuple[str, ...], os.stat_result]]:
+    """(path parts below the package folder, stat) of every ``*.py`` below ``folder``, symbolic
+    links to folders not followed (as ``Path.rglob``); ``os.scandir`` rather than pathlib:
+    this runs in every client command that talks to the daemon (~1 ms instead of ~4)."""
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
         try:
-            st = path.stat()
+            if entry.is_dir(follow_symlinks=False):
+                found += _modules(entry.path, (*parts, entry.name))
+            elif entry.name.endswith(".py"):
+                found.append(((*parts, entry.name), entry.stat()))
         except OSError:
             continue
-        digest.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()[:12]
+    return found
 
 
 def describe() -> str:

@@ -38,7 +38,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -443,6 +442,8 @@ def _read_toml(path: Path, inside: Path | None = None) -> tuple[dict[str, object
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise ConfigError(f"cannot read {path} line {line}: not UTF-8 text ({exc.reason}); fix or remove the file") from None
+    import tomllib  # here: most commands find no file, and its parser compiles a dozen regexes on import
+
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:

@@ -110,7 +110,7 @@ def test_a_reindexed_blob_replaces_its_names(ws: Workspace, repo: Repo) -> None:
 
 _PROBE = """
 import atexit, sys
-heavy = ("numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.index.store", "gitrag.query.ranking", "gitrag.query.retrieval",
+heavy = ("asyncio", "numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.index.store", "gitrag.query.ranking", "gitrag.query.retrieval",
          "gitrag.index.workspace", "gitrag.index.symbols", "gitrag.index.sparse")
 atexit.register(lambda: print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr))
 import json

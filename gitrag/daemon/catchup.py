@@ -8,18 +8,24 @@ daemon queues a sync of that work tree at once (no debounce) and waits for it up
 and the answer says so (``up_to_date: false`` and ``catching_up``).
 
 ``GITRAG_ASK_WAIT``: seconds, default 3; 0 answers at once (the sync is still queued).
+
+The client's route reads :func:`ask_wait` only, so asyncio (with ssl, logging and
+concurrent.futures: ~10 ms of a client's start) is imported by the daemon's coroutines
+here, not by this module.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitrag.errors import ConfigError
+
+if TYPE_CHECKING:
+    import asyncio
 
 DEFAULT_WAIT_S = 3.0
 MAX_WAIT_S = 600.0
@@ -69,6 +75,8 @@ async def catch_up(worker: Any, worktree: str, wait_s: float,
     and a look at the state that is slow to come back (a thread pool busy under load) is
     left to finish on its own instead of being awaited past it. Raises what ``at_head``
     raises when it finishes in time."""
+    import asyncio
+
     worker.mark(worktree)
     worker.kick()
     end = time.monotonic() + wait_s
@@ -102,6 +110,8 @@ def _forget(look: asyncio.Future[bool]) -> None:
 async def within(awaitable: Awaitable[Any], deadline: float, default: Any = None) -> Any:
     """``await awaitable`` until ``deadline`` (``time.monotonic()``), else ``default`` (the work
     is left to finish on its own)."""
+    import asyncio
+
     task = asyncio.ensure_future(awaitable)
     done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
     if task in done:

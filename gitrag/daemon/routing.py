@@ -112,11 +112,13 @@ def ask(repo: str, question: str, k: int, mode: str, path: str, lang: str, no_an
         extra["offset"] = offset
     if rev:
         extra["rev"] = rev
+    settings = config.load_settings(workdir(repo))  # read once: sent (result settings), then returned
     data = _request("ask", ASK_TIMEOUT_S, repo=str(Path(repo).absolute()), question=question, k=k, mode=mode,
-                    path=path, lang=lang, no_answer=no_answer, expand=expand, settings=_settings(repo), **extra)
+                    path=path, lang=lang, no_answer=no_answer, expand=expand,
+                    settings=config.result_settings(settings), **extra)
     if data is None:
         return None
-    return Routed(response_from_json(data), config.load_settings(workdir(repo)), data.get("catching_up"))
+    return Routed(response_from_json(data), settings, data.get("catching_up"))
 
 
 def related(repo: str, **args: Any) -> dict[str, Any] | None:
