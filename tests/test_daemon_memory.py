@@ -212,3 +212,42 @@ def test_the_adapters_that_map_files_say_so_by_a_named_method(tmp_path) -> None:
         assert state.connections()[0].execute("SELECT 1").fetchone() == (1,)  # still open
     finally:
         state.close()
+
+
+def test_an_idle_worker_gives_back_the_store_pages_its_questions_touched(repo, monkeypatch) -> None:
+    import asyncio
+
+    from gitrag.daemon import worker as worker_mod
+    from gitrag.daemon.worker import RepoWorker
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.retrieval import search
+
+    for i in range(40):
+        repo.write(f"pkg/m{i}.py", f"def handler_{i}(request):\n    return request.reply({i})\n")
+    repo.commit("forty modules")
+    monkeypatch.setattr(worker_mod, "CLOSE_AFTER_POINTS", 10_000)  # the shard stays open
+    worker = RepoWorker(str(repo.path / ".git"), lambda path, rebuild=False: open_workspace(path))
+
+    async def ask(query: str) -> int:
+        return len(await worker.read(lambda: search(worker.workspace(str(repo.path)), query, k=3)))
+
+    async def scenario() -> None:
+        assert await asyncio.wait_for(worker.serial(worker.sync_now, str(repo.path)), 120)
+        assert await ask("handler_7")  # a question: the shard's pages are resident again
+        mapped = {p for _, _, p in memory.file_mappings(worker.workspace(str(repo.path)).store.root)}
+        touched = sum(_mapping_rss_kib(p) for p in mapped)
+        assert worker.idle_for() is not None and not worker.release_if_idle(after_s=3600)  # not idle long enough
+        assert worker.release_if_idle(after_s=0)
+        if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+            assert touched > 0 and sum(_mapping_rss_kib(p) for p in mapped) < touched
+        assert worker.idle_for() is None and not worker.release_if_idle(after_s=0)  # once per idle spell
+        assert await ask("handler_9")  # answers, its pages faulted back; a use starts a new spell
+        assert worker.idle_for() is not None
+        worker.mark(str(repo.path))  # a sync queued: nothing is released under it
+        assert worker.idle_for() is None and not worker.release_if_idle(after_s=0)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        worker.dirty.clear()
+        worker.close()

@@ -12,6 +12,10 @@
 * gc, every ``gc_s``: the same worker stop, then see :mod:`gitrag.daemon.gc`
 * warm-overlays, every ``warm.WARM_EVERY_S``: the work-tree overlays of recently asked work
   trees are built ahead of the next ask (:mod:`gitrag.daemon.warm`)
+* release-idle, every ``RELEASE_EVERY_S``: a repository with no request or sync for
+  ``worker.RELEASE_AFTER_S`` gives back the memory its questions touched (the store's mapped
+  pages, SQLite's caches, the heap's free pages: :meth:`RepoWorker.release_if_idle`), once
+  per idle spell
 """
 
 from __future__ import annotations
@@ -29,12 +33,13 @@ from gitrag import config
 from gitrag.daemon import gc, registry, spool, warm
 from gitrag.daemon.debounce import Debouncer
 from gitrag.daemon.service import Service
-from gitrag.daemon.worker import RepoWorker
+from gitrag.daemon.worker import RELEASE_AFTER_S, RepoWorker
 from gitrag.errors import GitragError
 from gitrag.git.repo import GitRepo
 from gitrag.index.state import State
 
 log = structlog.get_logger("gitrag.daemon")
+RELEASE_EVERY_S = 5.0
 
 
 class Jobs:
@@ -42,11 +47,12 @@ class Jobs:
 
     def __init__(self, service: Service, debounce_s: float = 0.5, max_delay_s: float = 5.0,
                  reconcile_s: float = 300.0, gc_s: float = 3600.0, idle_s: float = 1800.0,
-                 orphan_s: float = 0.0) -> None:
+                 orphan_s: float = 0.0, release_after_s: float = RELEASE_AFTER_S) -> None:
         self.service = service
         self.orphan_s, self._last_request = orphan_s, time.monotonic()
         self.debounce_s, self.max_delay_s, self.idle_s = debounce_s, max_delay_s, idle_s
         self.reconcile_s, self.gc_s = reconcile_s, gc_s
+        self.release_after_s = release_after_s
         self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={"misfire_grace_time": None})
         self._bursts = Debouncer(debounce_s, max_delay_s)
         self._cache_gc: dict[str, float] = {}  # common dir -> time of its last cache gc
@@ -58,6 +64,8 @@ class Jobs:
         self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
         self.scheduler.add_job(self.service.warmer.run, "interval", args=[self.service], seconds=warm.WARM_EVERY_S,
                                id="warm-overlays", coalesce=True, max_instances=1)
+        self.scheduler.add_job(self.release_idle, "interval", seconds=min(RELEASE_EVERY_S, self.release_after_s),
+                               id="release-idle", coalesce=True, max_instances=1)
         if self.orphan_s > 0:
             self.scheduler.add_job(self.leave_if_orphaned, "interval", seconds=min(30.0, max(0.5, self.orphan_s / 2)),
                                    id="orphan", coalesce=True, max_instances=1)
@@ -80,6 +88,20 @@ class Jobs:
         log.info("no repository registered in this home and no request lately: stopping",
                  idle_s=round(time.monotonic() - last, 1))
         self.service.stop_requested.set()
+
+    async def release_idle(self) -> list[str]:
+        """Give back the memory of the repositories idle ``release_after_s`` seconds (on each
+        one's worker thread, after its queued work); returns their git dirs."""
+        done = []
+        for key, worker in list(self.service.workers.items()):
+            idle = worker.idle_for()
+            if idle is None or idle < self.release_after_s:
+                continue
+            if await worker.serial(worker.release_if_idle, self.release_after_s, background=True):
+                done.append(key)
+        if done:
+            log.debug("idle: memory given back", repos=done)
+        return done
 
     def shutdown(self) -> None:
         if self.scheduler.running:
