@@ -226,6 +226,10 @@ class Service:
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         wait_s = catchup.ask_wait(wait)
 
+        def answer_now(ws: Workspace) -> dict[str, Any]:
+            return ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
+                       worktree_overlay=worktree, offset=offset).to_json()
+
         async def answer() -> dict[str, Any]:
             if rev:  # a revision view is a sync: on the worker's thread, after the queued ones
                 from gitrag.query import revisions
@@ -235,18 +239,33 @@ class Service:
                                                                  offset=offset).to_json())
             if worktree:
                 self.warmer.note(root)
-            return await worker.read(lambda: ask(worker.workspace(root), question, k=k, mode=mode, scope=scope,
-                                                 expand=expand, files=files, worktree_overlay=worktree,
-                                                 offset=offset).to_json())
+            return await worker.read(lambda: answer_now(worker.workspace(root)))
 
         async def lag() -> str | None:  # from the state alone, no search: cheap
             return await worker.read(lambda: catchup.lag(worker.workspace(root)))
 
+        def lag_or_answer() -> tuple[str | None, dict[str, Any] | None]:
+            """The lag, and at HEAD the answer too: one trip to the pool and one view of the
+            workspace for the usual ask (each hop waits for a core on a busy machine). A
+            failing answer is None here: asked again below, where its errors are handled."""
+            ws = worker.workspace(root)
+            behind = catchup.lag(ws)
+            if behind is not None:
+                return behind, None
+            try:
+                return None, answer_now(ws)
+            except GitragError:
+                return None, None
+
         deadline = arrived + wait_s
+        data: dict[str, Any] | None = None
         if rev:  # a revision is answered from its own view
             behind = None
-        else:  # not known by the deadline (a thread pool busy under load): answered at once
-            behind = await lag() if wait_s == 0 else await catchup.within(lag(), deadline)
+        else:  # a pool busy past the deadline (under load): its answer is the one to wait for
+            if worktree:
+                self.warmer.note(root)
+            first = asyncio.ensure_future(worker.read(lag_or_answer))
+            behind, data = await first if wait_s == 0 else (await catchup.within(first, deadline) or await first)
         if behind is not None and wait_s > 0 and (behind == "behind" or self._known(worker, root)):
             # behind HEAD, or a new branch of a repository the daemon keeps: catch up first
             async def at_head() -> bool:
@@ -255,7 +274,7 @@ class Service:
             await catchup.catch_up(worker, root, wait_s, at_head, deadline=deadline)
         try:
             try:
-                data = await answer()
+                data = data if data is not None else await answer()
             except StoreDamaged as exc:  # rebuilt on the worker's thread (no sync beside it), then asked again
                 log.warning("store damaged: rebuilding it from the vector cache before answering", error=str(exc))
                 await worker.serial(lambda: heal.rebuild(worker.workspace(root)))
