@@ -1,0 +1,108 @@
+"""Quoted messages: a question that quotes what a program printed finds the code that prints it.
+
+    "why do I get "called Execute() on a nil Command"" -> the quoted message (3+ words)
+    -> retrieval adds the sparse list of the messages' own words (``MESSAGE_DEPTH`` deep) to
+       the candidates
+    -> :func:`boost_messages`: each candidate whose source holds runs of the message
+       verbatim (``RUN_WORDS`` consecutive words or more, case and spacing aside) gains
+       ``MESSAGE_BOOST`` x top score x the share of the message's words those runs cover
+
+Why: an error string is the one part of a report that is copied from the program, and it
+occurs in the code at the place that raises it (``fmt.Errorf("called Execute() on a nil
+Command")`` in cobra's ``ExecuteC``). Read as words, its names (``Execute``, ``Command``)
+are looked up as definitions and the ``Command`` struct won, above the function holding
+the message, where the sparse list alone had that function first. Runs of words rather
+than the whole string: a printed message has the values a format string leaves open
+(``unknown command "foo" for "app"`` against ``"unknown command %q for %q"``), so the runs
+between the values match. The boost equals the definition boost: a message quoted verbatim
+names its source as surely as a name names its definition. Test files that assert the same
+message are scaled by the path priors after this stage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+
+from gitrag.query.ranking.stages import DEFINITION_BOOST, Candidate, top_score
+
+#: A double-quoted run of text (straight or typographic quotes; ``\"`` inside kept), on one line.
+_QUOTED = re.compile(r'"((?:[^"\\\n]|\\.){8,300})"|\u201c([^\u201d\n]{8,300})\u201d')
+_WORD = re.compile(r"\S+")
+MIN_WORDS = 3  # fewer words are a name or a value ("utf-8", "--force"), not a message
+RUN_WORDS = 3  # a run this long found verbatim in a chunk is the message's own text, not shared words
+MAX_MESSAGES = 5  # a pasted issue may quote many strings; the first few are read
+MESSAGE_DEPTH = 20  # the messages' sparse list: its best chunks join the candidates
+MESSAGE_BOOST = DEFINITION_BOOST
+#: Candidates whose text is read, best first: the message's source is among the lists' best
+#: (the sparse list of its words) or nowhere; reading every candidate's blob costs more.
+READ_TOP = 120
+
+
+def quoted_messages(text: str) -> list[str]:
+    """The double-quoted strings of ``text`` with at least ``MIN_WORDS`` words, in order,
+    without repeats, at most ``MAX_MESSAGES`` (escaped quotes inside unescaped)."""
+    out: list[str] = []
+    for m in _QUOTED.finditer(text):
+        body = (m.group(1) if m.group(1) is not None else m.group(2)).replace('\\"', '"').strip()
+        if len(_WORD.findall(body)) >= MIN_WORDS and sum(ch.isalpha() for ch in body) >= 8:
+            out.append(body)
+    return list(dict.fromkeys(out))[:MAX_MESSAGES]
+
+
+#: What a printed message fills in and its format string leaves open, in either text: a short
+#: quoted value (``"name"``, ``'x'``; the code's ``"%s"``), a format verb (``%q``, ``%-5d``,
+#: ``%(name)s``), a placeholder (``{}``, ``{0}``, ``{name}``, ``${x}``) or a number.
+_OPEN = re.compile(r"\"[^\"\s]{0,40}\"|'[^'\s]{0,40}'|%(?:\(\w+\))?[-+#0 ]*\d*(?:\.\d+)?[a-zA-Z]|\$?\{[^{}\s]{0,40}\}"
+                   r"|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+_SLOT = "\x00"
+_SLOTS = re.compile("(?:\x00\\s*)+")
+
+
+def _normal(text: str) -> str:
+    """Lower-cased, spacing collapsed, every open value (:data:`_OPEN`) one slot."""
+    return " ".join(_SLOTS.sub(_SLOT + " ", _OPEN.sub(" " + _SLOT + " ", text)).lower().split())
+
+
+def literal_lines(text: str) -> str:
+    """The lines of ``text`` that hold a quote character (``"``, ``'``, a backtick): where
+    string literals are, in every language the chunker reads; a docstring's or comment's
+    inner lines are left out."""
+    return "\n".join(line for line in text.splitlines() if any(q in line for q in "\"'`"))
+
+
+def coverage(message: str, text: str) -> float:
+    """The share of ``message``'s words that lie in runs of ``RUN_WORDS`` or more consecutive
+    words (two of them with letters) found verbatim in the string-literal lines of ``text``
+    (:func:`literal_lines`; both lower-cased, spacing collapsed, values and format verbs one
+    slot: ``required flag(s) "name" not set`` holds the runs of ``required flag(s) "%s" not
+    set``), as a share of the message's words that are not slots; 0.0 to 1.0."""
+    words = _normal(message).split()
+    if len(words) < RUN_WORDS:
+        return 0.0
+    hay = _normal(literal_lines(text))
+    covered = [False] * len(words)
+    for i in range(len(words) - RUN_WORDS + 1):
+        run = words[i:i + RUN_WORDS]
+        if sum(any(ch.isalpha() for ch in w) for w in run) >= 2 and " ".join(run) in hay:
+            for j in range(i, i + RUN_WORDS):
+                covered[j] = True
+    real = [i for i, w in enumerate(words) if w != _SLOT]  # the values filled in are no evidence either way
+    return sum(covered[i] for i in real) / len(real) if real else 0.0
+
+
+def boost_messages(cands: dict[str, Candidate], messages: list[str],
+                   texts: Callable[[list[Candidate]], dict[str, str]], listed: Collection[str] = ()) -> None:
+    """Add ``MESSAGE_BOOST`` x top score x the best :func:`coverage` over ``messages`` to each of
+    the best ``READ_TOP`` candidates and those of ``listed`` (the messages' own sparse list)
+    (in place); ``texts(cands)`` gives ``{key: source text}``."""
+    top = top_score(cands)
+    if not messages or top <= 0:
+        return
+    ranked = sorted(cands.values(), key=Candidate.sort_key)
+    extra = set(listed)
+    best = ranked[:READ_TOP] + [c for c in ranked[READ_TOP:] if c.key in extra]
+    for key, text in texts(best).items():
+        share = max(coverage(m, text) for m in messages)
+        if share > 0:
+            cands[key].score += MESSAGE_BOOST * top * share
