@@ -212,7 +212,7 @@ def _ranked(
 
     part_lists = _part_lists(ws, coll, view, query, scope) if overlay is None and "multi-query" not in off else []
     extra = [i for ids in part_lists for i in ids[:multi.PART_TOP]]
-    quoted = messages.quoted_messages(query.text) if "messages" not in off else []
+    quoted = messages.of_question(query.text, "messages" not in off, "error-lines" not in off)
     if quoted and overlay is None:  # the code that prints a quoted message: its words' own sparse list
         said = sparse.query_vector(" ".join(quoted))
         if said.indices:

@@ -32,6 +32,7 @@ _WORD = re.compile(r"\S+")
 MIN_WORDS = 3  # fewer words are a name or a value ("utf-8", "--force"), not a message
 RUN_WORDS = 3  # a run this long found verbatim in a chunk is the message's own text, not shared words
 MAX_MESSAGES = 5  # a pasted issue may quote many strings; the first few are read
+MAX_SCAN = 100_000  # characters of a question searched for messages (500 KB of logs: the first 100 KB)
 MESSAGE_DEPTH = 20  # the messages' sparse list: its best chunks join the candidates
 MESSAGE_BOOST = DEFINITION_BOOST
 #: Candidates whose text is read, best first: the message's source is among the lists' best
@@ -43,7 +44,7 @@ def quoted_messages(text: str) -> list[str]:
     """The double-quoted strings of ``text`` with at least ``MIN_WORDS`` words, in order,
     without repeats, at most ``MAX_MESSAGES`` (escaped quotes inside unescaped)."""
     out: list[str] = []
-    for m in _QUOTED.finditer(text):
+    for m in _QUOTED.finditer(text[:MAX_SCAN]):
         body = (m.group(1) if m.group(1) is not None else m.group(2)).replace('\\"', '"').strip()
         if len(_WORD.findall(body)) >= MIN_WORDS and sum(ch.isalpha() for ch in body) >= 8:
             out.append(body)
@@ -57,6 +58,28 @@ _OPEN = re.compile(r"\"[^\"\s]{0,40}\"|'[^'\s]{0,40}'|%(?:\(\w+\))?[-+#0 ]*\d*(?
                    r"|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 _SLOT = "\x00"
 _SLOTS = re.compile("(?:\x00\\s*)+")
+
+
+#: A line of pasted output that states an error: an exception's (``TypeError: ...``,
+#: ``java.lang.IllegalStateException: ...``) or a program's (``error: ...``, ``Error: ...``,
+#: ``fatal: ...``, ``panic: ...``, rustc's ``error[E0308]: ...``); the message is after the colon.
+_ERROR_LINE = re.compile(r"^\s*(?:[\w.$]*(?:Error|Exception|Warning|Panic)|error|Error|ERROR|fatal|FATAL|panic|"
+                         r"warning)(?:\[\w+\])?:\s+(\S.{6,298}\S)\s*$", re.M)
+
+
+def error_lines(text: str) -> list[str]:
+    """The messages of ``text``'s error lines (:data:`_ERROR_LINE`) with at least ``MIN_WORDS``
+    words, in order, without repeats, at most ``MAX_MESSAGES``: what the program printed,
+    quoted or not."""
+    out = [m.group(1).strip() for m in _ERROR_LINE.finditer(text[:MAX_SCAN])]
+    return list(dict.fromkeys(m for m in out if len(_WORD.findall(m)) >= MIN_WORDS))[:MAX_MESSAGES]
+
+
+def of_question(text: str, quoted: bool = True, errors: bool = True) -> list[str]:
+    """The messages a question quotes (:func:`quoted_messages`) and, with ``errors``, those of
+    its error lines (:func:`error_lines`), at most ``MAX_MESSAGES``."""
+    found = (quoted_messages(text) if quoted else []) + (error_lines(text) if errors else [])
+    return list(dict.fromkeys(found))[:MAX_MESSAGES]
 
 
 def _normal(text: str) -> str:

@@ -42,6 +42,8 @@ def describe() -> dict[str, str]:
         "messages": f"chunks whose string literals hold a message the question quotes (runs of "
                     f"{messages.RUN_WORDS}+ words verbatim) gain {_x(messages.MESSAGE_BOOST)}x top x the share of its "
                     f"words they hold; the messages' sparse list's top {messages.MESSAGE_DEPTH} join the candidates",
+        "error-lines": "the messages of pasted error lines (TypeError: ..., error: ..., Error: ...) count as quoted "
+                       "messages (the messages stage)",
         "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
                       "raise that file",
         "named-files": f"the files a long question names (paths, code-host links, frames) that no candidate is in "
@@ -238,8 +240,8 @@ def rank(
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
-    if "messages" not in off and hasattr(lookup, "chunk_texts"):
-        quoted = messages.quoted_messages(query.text)
+    if not {"messages", "error-lines"} <= off and hasattr(lookup, "chunk_texts"):
+        quoted = messages.of_question(query.text, "messages" not in off, "error-lines" not in off)
         if quoted:
             messages.boost_messages(cands, quoted, lookup.chunk_texts, getattr(lookup, "message_ids", ()))
     if "path-match" not in off:
