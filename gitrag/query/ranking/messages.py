@@ -94,38 +94,56 @@ def literal_lines(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if any(q in line for q in "\"'`"))
 
 
+class Message:
+    """One message read for matching: its words (:func:`_normal`), the runs of ``RUN_WORDS``
+    words that can count (two of them with letters) by first word, and its words that are
+    not slots."""
+
+    def __init__(self, message: str) -> None:
+        self.words = _normal(message).split()
+        self.runs = [(i, " ".join(self.words[i:i + RUN_WORDS])) for i in range(len(self.words) - RUN_WORDS + 1)
+                     if sum(any(ch.isalpha() for ch in w) for w in self.words[i:i + RUN_WORDS]) >= 2]
+        self.real = [i for i, w in enumerate(self.words) if w != _SLOT]  # values filled in: no evidence either way
+
+    def share(self, hay: str) -> float:
+        """The share of the message's real words in its runs found in ``hay`` (normalised)."""
+        if not self.real:
+            return 0.0
+        covered = [False] * len(self.words)
+        for i, run in self.runs:
+            if run in hay:
+                covered[i:i + RUN_WORDS] = [True] * RUN_WORDS
+        return sum(covered[i] for i in self.real) / len(self.real)
+
+
 def coverage(message: str, text: str) -> float:
     """The share of ``message``'s words that lie in runs of ``RUN_WORDS`` or more consecutive
     words (two of them with letters) found verbatim in the string-literal lines of ``text``
     (:func:`literal_lines`; both lower-cased, spacing collapsed, values and format verbs one
     slot: ``required flag(s) "name" not set`` holds the runs of ``required flag(s) "%s" not
     set``), as a share of the message's words that are not slots; 0.0 to 1.0."""
-    words = _normal(message).split()
-    if len(words) < RUN_WORDS:
-        return 0.0
-    hay = _normal(literal_lines(text))
-    covered = [False] * len(words)
-    for i in range(len(words) - RUN_WORDS + 1):
-        run = words[i:i + RUN_WORDS]
-        if sum(any(ch.isalpha() for ch in w) for w in run) >= 2 and " ".join(run) in hay:
-            for j in range(i, i + RUN_WORDS):
-                covered[j] = True
-    real = [i for i, w in enumerate(words) if w != _SLOT]  # the values filled in are no evidence either way
-    return sum(covered[i] for i in real) / len(real) if real else 0.0
+    return Message(message).share(_normal(literal_lines(text)))
 
 
 def boost_messages(cands: dict[str, Candidate], messages: list[str],
                    texts: Callable[[list[Candidate]], dict[str, str]], listed: Collection[str] = ()) -> None:
     """Add ``MESSAGE_BOOST`` x top score x the best :func:`coverage` over ``messages`` to each of
-    the best ``READ_TOP`` candidates and those of ``listed`` (the messages' own sparse list)
-    (in place); ``texts(cands)`` gives ``{key: source text}``."""
+    the best ``READ_TOP`` candidates that the sparse list scored (a chunk holding a message
+    holds its words) and to those of ``listed`` (the messages' own sparse list) (in place);
+    ``texts(cands)`` gives ``{key: source text}``."""
     top = top_score(cands)
-    if not messages or top <= 0:
+    read = [m for m in (Message(x) for x in messages) if m.runs]
+    if not read or top <= 0:
         return
-    ranked = sorted(cands.values(), key=Candidate.sort_key)
     extra = set(listed)
-    best = ranked[:READ_TOP] + [c for c in ranked[READ_TOP:] if c.key in extra]
+    ranked = sorted(cands.values(), key=Candidate.sort_key)
+    best = [c for c in ranked[:READ_TOP] if c.sparse is not None or c.key in extra]
+    best += [c for c in ranked[READ_TOP:] if c.key in extra]
     for key, text in texts(best).items():
-        share = max(coverage(m, text) for m in messages)
+        lines = literal_lines(text)
+        if not lines:
+            continue
+        hay = _normal(lines)
+        share = max(m.share(hay) for m in read)
         if share > 0:
             cands[key].score += MESSAGE_BOOST * top * share
