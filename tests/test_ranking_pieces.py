@@ -58,3 +58,19 @@ def test_files_rank_by_aggregated_chunk_evidence_then_by_matches_then_path() -> 
     assert [f.path for f in rank_files(several, k=2)] == ["many.py", "lucky.py"]
     assert [f.path for f in rank_files(several, k=2, chunks=1)] == ["lucky.py", "many.py"]
     assert rank_files([], k=5) == []
+
+
+def test_pieces_of_a_definition_are_its_touching_chunks_of_one_symbol() -> None:
+    from gitrag.query.ranking.pieces import pieces_of
+
+    def p(symbol: str, start: int, end: int, blob: str = "b1") -> dict:
+        return {"symbol": symbol, "blob": blob, "start_byte": start, "end_byte": end}
+
+    chunks = [("a", p("run", 0, 100)), ("b", p("run", 100, 200)), ("c", p("run", 200, 260)),
+              ("d", p("help", 260, 300)), ("e", p("run", 400, 500)),  # a second "run" further down: another definition
+              ("f", p("run", 100, 200, blob="b2"))]
+    assert pieces_of(chunks, "b") == {"a", "b", "c"}
+    assert pieces_of(chunks, "e") == {"e"}
+    assert pieces_of(chunks, "d") == {"d"}
+    assert pieces_of([("x", p("", 0, 10)), ("y", p("", 10, 20))], "x") == {"x"}  # no symbol: no definition
+    assert pieces_of(chunks, "zz") == {"zz"}

@@ -153,3 +153,30 @@ def test_quoting_round_trips() -> None:
     for bad in ('"a\\q"', '"a', '"\\400"'):
         with pytest.raises(ValueError):
             quoting.unquote(bad)
+
+
+def _go_steps(name: str, n: int) -> str:
+    body = "\n".join(f"\tstate = {name}Step{i}(state, cfg.weight{i % 7}, \"{name} step {i}\")" for i in range(n))
+    return f"func {name}(cfg Config) int {{\n\tstate := 0\n{body}\n\treturn state\n}}\n"
+
+
+def test_the_other_pieces_of_the_located_definition_are_left_out(repo: Repo) -> None:
+    """A function too long for one chunk is cut into pieces that share its names and words:
+    asked from one piece, the next piece of the same function came first (cobra's
+    ``Command.ExecuteC``). The whole definition is the located place; a function like it
+    elsewhere is the answer."""
+    from gitrag.index.workspace import open_workspace
+    from gitrag.query.related import related
+
+    repo.write("run.go", "package app\n\n" + _go_steps("Execute", 90) + "\n" + _go_steps("Validate", 12))
+    repo.write("other.go", "package app\n\n" + _go_steps("Prepare", 14))
+    repo.commit("long functions")
+    index(repo.path)
+    with open_workspace(repo.path) as ws:
+        pieces = [r for r in ws.state.points(ws.repo.branch(), ["run.go"]) if r.payload["symbol"] == "Execute"]
+        assert len(pieces) >= 3  # the function was cut into pieces
+        middle = sorted(pieces, key=lambda r: r.payload["start_line"])[1].payload
+        response, located = related(ws, "run.go", middle["start_line"] + 1, k=5)
+    assert located.symbol == "Execute"
+    assert response.results and all(r.symbol != "Execute" for r in response.results)
+    assert {r.symbol for r in response.results[:2]} == {"Validate", "Prepare"}

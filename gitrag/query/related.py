@@ -6,7 +6,8 @@
        as one beside it) and its text's terms as a sparse query
     -> the dense and the sparse list, read as a question's are (SCORE_DEPTH deep, the work
        tree's chunks merged in), fused by the ranking's score fusion (w = 0.5) and taken
-       greedily with file saturation, the chunk itself left out
+       greedily with file saturation, the chunk itself and the other pieces of its definition
+       left out (a long function cut into pieces is one place, gitrag.query.ranking.pieces)
     -> ranked results with snippets, like ``ask``'s
 
 The question-reading stages (definitions, path priors, prose) are not applied: they read a
@@ -25,6 +26,7 @@ from gitrag.index.store import SearchFilter
 from gitrag.index.workspace import Workspace
 from gitrag.query import worktree
 from gitrag.query.ranking import stages
+from gitrag.query.ranking.pieces import pieces_of
 from gitrag.query.retrieval import (
     PREFETCH,
     SCORE_DEPTH,
@@ -69,7 +71,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
                                f"{ws.embedder.fingerprint} is configured; run `gitrag index --rebuild`")
     built = overlay_for(ws) if worktree_overlay else None
     overlay = built if built is not None and built.active else None
-    here, chunk_hash = _located(ws, name, path, line, overlay)
+    here, chunk_hash, own = _located(ws, name, path, line, overlay)
     text = read_snippet(ws, here, overlay)
     vec = ws.state.get_vectors([chunk_hash], branch.fingerprint).get(chunk_hash)
     if vec is None:
@@ -98,8 +100,10 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
             sparse_hits = worktree.merge(sparse_hits, found, depth)
         payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731 - as above
                                 | overlay.payloads(ids))
+    # the chunk's own definition is left out whole: a function cut into pieces is one place, and
+    # its other pieces, sharing its names and words, would rank first (cobra's Command.ExecuteC)
     cands = {c.key: c for c in candidates(dense_hits, sparse_hits, max(PREFETCH, want), payloads=payloads)
-             if c.key != here.point_id}
+             if c.key not in own}
     if not cands:
         ranked = []
     else:
@@ -124,8 +128,10 @@ def to_json(response: AskResponse, located: Result) -> dict:
 
 
 def _located(ws: Workspace, branch: str, path: str, line: int,
-             overlay: worktree.Overlay | None) -> tuple[Result, str]:
-    """The chunk holding ``line`` of ``path``: the work tree's when ``overlay`` has the file."""
+             overlay: worktree.Overlay | None) -> tuple[Result, str, set[str]]:
+    """The chunk holding ``line`` of ``path`` (the work tree's when ``overlay`` has the file),
+    its chunk hash, and the keys of the pieces of the definition it is a piece of, itself
+    included (gitrag.query.ranking.pieces.pieces_of)."""
     if overlay is not None and path in overlay.files:
         rows = [(worktree.overlay_key(path, i), p) for i, p in enumerate(overlay.files[path].payloads)]
     elif overlay is not None and path in overlay.hidden:
@@ -141,4 +147,4 @@ def _located(ws: Workspace, branch: str, path: str, line: int,
         raise NotIndexed(f"no chunk of {path} holds line {line} (its chunks end at line {last}; blank lines at "
                          f"its end are in none)")
     pid, p = min(inside, key=lambda item: item[1]["end_line"] - item[1]["start_line"])
-    return _from_payload(pid, p, 0.0), p.get("chunk_hash", "")
+    return _from_payload(pid, p, 0.0), p.get("chunk_hash", ""), pieces_of(rows, pid)

@@ -22,7 +22,7 @@ from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import Workspace
 from gitrag.query import callees, ranking, worktree
 from gitrag.query.file_results import CANDIDATES_PER_FILE, rank_files
-from gitrag.query.ranking import multi, parts
+from gitrag.query.ranking import messages, multi, parts
 from gitrag.query.ranking.pieces import merge_pieces
 from gitrag.query.ranking.query import DENSE_CHARS
 from gitrag.query.results import AskResponse, Freshness, Result
@@ -212,6 +212,14 @@ def _ranked(
 
     part_lists = _part_lists(ws, coll, view, query, scope) if overlay is None and "multi-query" not in off else []
     extra = [i for ids in part_lists for i in ids[:multi.PART_TOP]]
+    quoted = messages.of_question(query.text, "messages" not in off, "error-lines" not in off)
+    if quoted and overlay is None:  # the code that prints a quoted message: its words' own sparse list
+        said = sparse.query_vector(" ".join(quoted))
+        if said.indices:
+            lookup.message_ids = [h.id for h in ws.store.search(coll, dense=None, sparse=said,
+                                                                limit=messages.MESSAGE_DEPTH, scope=scope,
+                                                                branch=view, with_payload=False)]
+            extra += lookup.message_ids
     cands = candidates(dense_hits, sparse_hits, top, payloads=known, extra=extra)
     check_known(ws, row, unknown)
     if overlay is None:  # the lists as read, for the files the history prior adds (gitrag.query.ranking.history_prior)
@@ -282,6 +290,7 @@ class _Lookup:
         self._points: dict[str, list[Any]] = {}
         self.deep: tuple[dict[str, float], dict[str, float]] = ({}, {})  # {id: score} of the dense, sparse list
         self.parts: list[list[str]] = []  # ids, best first, of each list of a pasted question's parts (multi-query)
+        self.message_ids: list[str] = []  # ids of the quoted messages' sparse list (gitrag.query.ranking.messages)
 
     def definitions(self, name: str, exact_case: bool) -> list[ranking.DefinitionSite]:
         found = symbols.find_definitions(self.ws, name, branch=self.branch)
@@ -315,6 +324,25 @@ class _Lookup:
 
     def known_paths(self, written: str) -> list[str]:
         return ranking.written_paths(written, symbols.branch_paths(self.ws, self.branch))
+
+    def chunk_texts(self, cands: list[ranking.Candidate]) -> dict[str, str]:
+        """{key: source text} of ``cands``, read from their git blobs (each blob once); a
+        chunk whose blob cannot be read is left out."""
+        out: dict[str, str] = {}
+        blobs: dict[str, bytes | None] = {}
+        for c in cands:
+            blob = c.payload.get("blob", "")
+            if not blob:
+                continue
+            if blob not in blobs:
+                try:
+                    blobs[blob] = self.ws.repo.read_blob(blob)
+                except (KeyError, ValueError):
+                    blobs[blob] = None
+            data = blobs[blob]
+            if data is not None:
+                out[c.key] = data[c.payload.get("start_byte", 0):c.payload.get("end_byte", 0)].decode("utf-8", "replace")
+        return out
 
     def project_names(self) -> frozenset[str]:
         return _top_folders(symbols.branch_paths(self.ws, self.branch))

@@ -770,6 +770,22 @@ class OverlayLookup:
     def project_names(self) -> frozenset[str]:
         return self.base.project_names()
 
+    def chunk_texts(self, cands: list[Any]) -> dict[str, str]:
+        """{key: source text} of ``cands``: an overlaid file's from the bytes read from disk, the
+        others' from their blobs (the base lookup)."""
+        out: dict[str, str] = {}
+        rest = []
+        for c in cands:
+            if self.overlay.owns(c.key):
+                p = c.payload
+                text = self.overlay.snippet_of_blob(p["path"], p.get("blob", ""), p.get("start_byte", 0),
+                                                    p.get("end_byte", 0))
+                if text is not None:
+                    out[c.key] = text
+            else:
+                rest.append(c)
+        return out | self.base.chunk_texts(rest)
+
     def history_prior(self, query: Any) -> dict[str, float]:
         """The branch's similar-fix prior (gitrag.query.history): the history does not change with
         the work tree, so a dirty work tree keeps the ranking's ``history`` stage."""

@@ -71,3 +71,25 @@ def _merge(results: Sequence[Piece], run: list[int]) -> set[int]:
     keep.end_line = max(p.end_line for p in pieces)
     keep.score = max(p.score for p in pieces)
     return {i for i in run if i != best}
+
+
+def pieces_of(chunks: Sequence[tuple[str, dict]], key: str) -> set[str]:
+    """The keys of the pieces of the definition that the chunk ``key`` is a piece of, itself
+    included: among ``chunks`` (``(key, payload)`` of one file), those of its blob and symbol
+    whose byte ranges chain to it touching or overlapping, as :func:`merge_pieces` joins
+    them; ``{key}`` for a chunk with no symbol or not among ``chunks``."""
+    own = dict(chunks).get(key)
+    if own is None or not own.get("symbol"):
+        return {key}
+    same = sorted(((k, p) for k, p in chunks if p.get("symbol") == own["symbol"] and p.get("blob") == own.get("blob")
+                   and p.get("end_byte", 0) > p.get("start_byte", 0)), key=lambda kp: kp[1]["start_byte"])
+    runs: list[list[str]] = []
+    end = -1
+    for k, p in same:
+        if runs and p["start_byte"] <= end:
+            runs[-1].append(k)
+            end = max(end, p["end_byte"])
+        else:
+            runs.append([k])
+            end = p["end_byte"]
+    return next((set(run) for run in runs if key in run), {key})

@@ -1,7 +1,7 @@
 """The ranking pipeline: fused candidates -> named stages -> the top k, deterministically.
 
 Order: fusion (dense weight by query type) -> a pasted issue's parts' lists fused in (multi-query) -> the
-similar fixes' files join -> definitions -> named files join -> path match -> imported modules -> coherence ->
+similar fixes' files join -> definitions -> quoted messages -> named files join -> path match -> imported modules -> coherence ->
 path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix prior -> greedy
 top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from gitrag.query.ranking import history_prior, modules, multi, restated, stages
+from gitrag.query.ranking import history_prior, messages, modules, multi, restated, stages
 from gitrag.query.ranking.query import Query
 from gitrag.query.ranking.stages import Candidate, DefinitionSite
 
@@ -39,6 +39,11 @@ def describe() -> dict[str, str]:
                          "is one code token",
         "definitions": f"chunks defining a name the question uses gain {_x(s.DEFINITION_BOOST)}x the top score "
                        f"(x{_x(s.DEFINITION_STEM_FACTOR)} in a file named so)",
+        "messages": f"chunks whose string literals hold a message the question quotes (runs of "
+                    f"{messages.RUN_WORDS}+ words verbatim) gain {_x(messages.MESSAGE_BOOST)}x top x the share of its "
+                    f"words they hold; the messages' sparse list's top {messages.MESSAGE_DEPTH} join the candidates",
+        "error-lines": "the messages of pasted error lines (TypeError: ..., error: ..., Error: ...) count as quoted "
+                       "messages (the messages stage)",
         "path-match": "query words (or their stems) naming a file stem or folder, and files a long question names, "
                       "raise that file",
         "named-files": f"the files a long question names (paths, code-host links, frames) that no candidate is in "
@@ -235,6 +240,10 @@ def rank(
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
         stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
+    if not {"messages", "error-lines"} <= off and hasattr(lookup, "chunk_texts"):
+        quoted = messages.of_question(query.text, "messages" not in off, "error-lines" not in off)
+        if quoted:
+            messages.boost_messages(cands, quoted, lookup.chunk_texts, getattr(lookup, "message_ids", ()))
     if "path-match" not in off:
         if query.long and "named-files" not in off and hasattr(lookup, "file_candidates"):
             join_named_files(cands, query, lookup, lookup.file_candidates, weight)
