@@ -44,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_scale import QUESTIONS  # noqa: E402 - beside this script
+from bench_scale import QUESTIONS, stop_daemon  # noqa: E402 - beside this script
 
 _PROBE = """
 import json, os, statistics, sys, time
@@ -158,11 +158,7 @@ def one(name: str, tree: Path, home: Path, code: Path, args: argparse.Namespace)
         row["idle"] = memory(daemon.pid, home) | {"load": load(), "after_s": args.idle}
         row["first_after_idle_ms"] = probe(env, tree, QUESTIONS[-6:-5])["first_ms"]
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        stop_daemon(daemon)
         log.close()
     return row
 

@@ -165,13 +165,18 @@ def gitrag_warm(tree: Path, home: Path, questions: list[str]) -> dict[str, Any]:
                    for q in questions[:5]]
         rss = _rss_mb(daemon.pid)
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        stop_daemon(daemon)
     return {"p50_ms": statistics.median(latencies), "client_cpu_ms": 1000 * statistics.median(c["cpu"] for c in clients),
             "daemon_rss_idle_mb": rss}
+
+
+def stop_daemon(daemon: subprocess.Popen) -> None:
+    """SIGTERM the bench's daemon, wait up to 60 s, then SIGKILL it."""
+    daemon.terminate()
+    try:
+        daemon.wait(60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
 
 
 _WARM_PROBE = """

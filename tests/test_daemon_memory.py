@@ -118,17 +118,24 @@ def test_clearing_the_caches_empties_the_sparse_term_caches() -> None:
     assert all(f.cache_info().currsize == 0 for f in cached)
 
 
-def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch) -> None:
+def _forty_module_worker(repo, monkeypatch):
+    """A daemon worker for ``repo`` after a commit of forty small modules, its shards kept open
+    after a sync (the pages its questions touch are the ones a release gives back)."""
     from gitrag.daemon import worker as worker_mod
     from gitrag.daemon.worker import RepoWorker
     from gitrag.index.workspace import open_workspace
-    from gitrag.query.retrieval import search
 
     for i in range(40):
         repo.write(f"pkg/m{i}.py", f"def handler_{i}(request):\n    return request.reply({i})\n")
     repo.commit("forty modules")
     monkeypatch.setattr(worker_mod, "CLOSE_AFTER_POINTS", 10_000)  # the shard stays open
-    worker = RepoWorker(str(repo.path / ".git"), lambda path, rebuild=False: open_workspace(path))
+    return RepoWorker(str(repo.path / ".git"), lambda path, rebuild=False: open_workspace(path))
+
+
+def test_a_sync_in_the_daemon_drops_the_store_pages_it_touched(repo, monkeypatch) -> None:
+    from gitrag.query.retrieval import search
+
+    worker = _forty_module_worker(repo, monkeypatch)
     try:
         assert worker.sync_now(str(repo.path))["points_upserted"] > 0
         ws = worker.workspace(str(repo.path))
@@ -217,16 +224,9 @@ def test_the_adapters_that_map_files_say_so_by_a_named_method(tmp_path) -> None:
 def test_an_idle_worker_gives_back_the_store_pages_its_questions_touched(repo, monkeypatch) -> None:
     import asyncio
 
-    from gitrag.daemon import worker as worker_mod
-    from gitrag.daemon.worker import RepoWorker
-    from gitrag.index.workspace import open_workspace
     from gitrag.query.retrieval import search
 
-    for i in range(40):
-        repo.write(f"pkg/m{i}.py", f"def handler_{i}(request):\n    return request.reply({i})\n")
-    repo.commit("forty modules")
-    monkeypatch.setattr(worker_mod, "CLOSE_AFTER_POINTS", 10_000)  # the shard stays open
-    worker = RepoWorker(str(repo.path / ".git"), lambda path, rebuild=False: open_workspace(path))
+    worker = _forty_module_worker(repo, monkeypatch)
 
     async def ask(query: str) -> int:
         return len(await worker.read(lambda: search(worker.workspace(str(repo.path)), query, k=3)))

@@ -237,9 +237,7 @@ class Service:
                 return await worker.serial(lambda: revisions.ask(worker.workspace(root), rev, question, k=k, mode=mode,
                                                                  scope=scope, expand=expand, files=files,
                                                                  offset=offset).to_json())
-            if worktree:
-                self.warmer.note(root)
-            return await worker.read(lambda: answer_now(worker.workspace(root)))
+            return await worker.read(lambda: answer_now(worker.workspace(root)))  # the warm-up noted below
 
         async def lag() -> str | None:  # from the state alone, no search: cheap
             return await worker.read(lambda: catchup.lag(worker.workspace(root)))

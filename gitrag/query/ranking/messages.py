@@ -21,8 +21,9 @@ message are scaled by the path priors after this stage.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from gitrag.query.ranking.stages import DEFINITION_BOOST, Candidate, top_score
 
@@ -75,11 +76,13 @@ def error_lines(text: str) -> list[str]:
     return list(dict.fromkeys(m for m in out if len(_WORD.findall(m)) >= MIN_WORDS))[:MAX_MESSAGES]
 
 
-def of_question(text: str, quoted: bool = True, errors: bool = True) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def of_question(text: str, quoted: bool = True, errors: bool = True) -> tuple[str, ...]:
     """The messages a question quotes (:func:`quoted_messages`) and, with ``errors``, those of
-    its error lines (:func:`error_lines`), at most ``MAX_MESSAGES``."""
+    its error lines (:func:`error_lines`), at most ``MAX_MESSAGES``. Memoised: retrieval (the
+    messages' own sparse list) and the ranking pipeline both ask it of the same question."""
     found = (quoted_messages(text) if quoted else []) + (error_lines(text) if errors else [])
-    return list(dict.fromkeys(found))[:MAX_MESSAGES]
+    return tuple(dict.fromkeys(found))[:MAX_MESSAGES]
 
 
 def _normal(text: str) -> str:
@@ -125,7 +128,7 @@ def coverage(message: str, text: str) -> float:
     return Message(message).share(_normal(literal_lines(text)))
 
 
-def boost_messages(cands: dict[str, Candidate], messages: list[str],
+def boost_messages(cands: dict[str, Candidate], messages: Sequence[str],
                    texts: Callable[[list[Candidate]], dict[str, str]], listed: Collection[str] = ()) -> None:
     """Add ``MESSAGE_BOOST`` x top score x the best :func:`coverage` over ``messages`` to each of
     the best ``READ_TOP`` candidates that the sparse list scored (a chunk holding a message

@@ -11,7 +11,7 @@ separate. Pure: no I/O, works on anything with the :class:`Piece` fields.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 
@@ -46,16 +46,28 @@ def merge_pieces(results: Sequence[P]) -> list[P]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        members.sort(key=lambda i: (results[i].start_byte, results[i].end_byte))
-        run = [members[0]]
-        for i in members[1:]:
-            if results[i].start_byte <= max(results[j].end_byte for j in run):
-                run.append(i)
-            else:
-                absorbed |= _merge(results, run)
-                run = [i]
-        absorbed |= _merge(results, run)
+        for run in _touching_runs(members, lambda i: (results[i].start_byte, results[i].end_byte)):
+            absorbed |= _merge(results, run)
     return [r for i, r in enumerate(results) if i not in absorbed]
+
+
+T = TypeVar("T")
+
+
+def _touching_runs(items: Sequence[T], span: Callable[[T], tuple[int, int]]) -> list[list[T]]:
+    """``items`` sorted by their byte ``span`` (start, end) and cut into runs whose ranges
+    chain, each touching or overlapping the run so far: the pieces that are one place."""
+    runs: list[list[T]] = []
+    end = -1
+    for item in sorted(items, key=span):
+        start, stop = span(item)
+        if runs and start <= end:
+            runs[-1].append(item)
+            end = max(end, stop)
+        else:
+            runs.append([item])
+            end = stop
+    return runs
 
 
 def _merge(results: Sequence[Piece], run: list[int]) -> set[int]:
@@ -81,15 +93,7 @@ def pieces_of(chunks: Sequence[tuple[str, dict]], key: str) -> set[str]:
     own = dict(chunks).get(key)
     if own is None or not own.get("symbol"):
         return {key}
-    same = sorted(((k, p) for k, p in chunks if p.get("symbol") == own["symbol"] and p.get("blob") == own.get("blob")
-                   and p.get("end_byte", 0) > p.get("start_byte", 0)), key=lambda kp: kp[1]["start_byte"])
-    runs: list[list[str]] = []
-    end = -1
-    for k, p in same:
-        if runs and p["start_byte"] <= end:
-            runs[-1].append(k)
-            end = max(end, p["end_byte"])
-        else:
-            runs.append([k])
-            end = p["end_byte"]
-    return next((set(run) for run in runs if key in run), {key})
+    same = [(k, p) for k, p in chunks if p.get("symbol") == own["symbol"] and p.get("blob") == own.get("blob")
+            and p.get("end_byte", 0) > p.get("start_byte", 0)]
+    runs = _touching_runs(same, lambda kp: (kp[1]["start_byte"], kp[1]["end_byte"]))
+    return next(({k for k, _ in run} for run in runs if any(k == key for k, _ in run)), {key})
