@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gitrag.surfaces.cli import main
+from gitrag.surfaces.entry import main
 
 if __name__ == "__main__":
     main()

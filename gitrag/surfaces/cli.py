@@ -1,20 +1,22 @@
 """The command line: parses arguments and dispatches to ``gitrag.surfaces.commands``; nothing else.
 
-Errors are mapped to exit codes here and only here (see ``gitrag.errors``).
+Errors become exit codes in one place, ``gitrag.surfaces.exits`` (see ``gitrag.errors``);
+the process starts in ``gitrag.surfaces.entry``, which hands every command but the hot
+``ask`` form (``gitrag.surfaces.args.quick_ask``) to click here.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from gitrag import __version__
-from gitrag.errors import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPT, GitragError
+from gitrag.errors import GitragError
+from gitrag.surfaces import entry
+from gitrag.surfaces.args import repo_path as _repo_path
+from gitrag.surfaces.args import text as _text
+from gitrag.surfaces.exits import run as _exit
 
 REPO = click.option("--repo", default=".", show_default=True, help="Any path inside the git repository.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object for programs (every field: README, \"JSON output\").")
@@ -136,7 +138,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
       gitrag ask "retry policy" --committed     # as of the indexed commit, ignoring uncommitted edits
       gitrag ask "retry policy" --rev v1.0      # as of the tag v1.0
     """
-    from gitrag.surfaces.commands.ask import ask as run
+    from gitrag.surfaces.commands.ask import from_options
 
     if question == "-":
         question = _stdin_text()
@@ -148,9 +150,10 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     if len(question) > MAX_QUESTION:
         raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
                                  param_hint="QUESTION")
-    lang = _language(lang)
-    _exit(lambda: run(question, repo, k, mode, path, lang, no_answer, as_json, expand, exclude, files, blame,
-                      worktree=not committed, offset=offset, rev=rev.strip()))
+    params = {"question": question, "repo": repo, "k": k, "mode": mode, "path": path, "lang": _language(lang),
+              "exclude": exclude, "files": files, "no_answer": no_answer, "expand": expand, "blame": blame,
+              "committed": committed, "rev": rev, "offset": offset, "as_json": as_json}
+    _exit(lambda: from_options(params))
 
 
 @cli.command("log")
@@ -378,17 +381,6 @@ def _stdin_text() -> str:
     return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
-def _text(value: str) -> str:
-    """A command-line text as UTF-8: bytes that are not UTF-8 (surrogate escapes in argv) become U+FFFD."""
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _repo_path(value: str) -> str:
-    """A command-line path or glob spelled as indexed paths are (``gitrepo.decode_path``): a byte
-    that is not UTF-8 becomes ``\\xNN``, so ``--path`` meets a file whose name holds it."""
-    return os.fsencode(value).decode("utf-8", "backslashreplace")  # gitrepo.decode_path, without importing pygit2
-
-
 def _language(value: str) -> str:
     """``--lang``, lower-cased; a usage error (exit 2) listing the known names when it is none
     of the languages files are indexed as (``gitrag.index.chunking.languages.LANGUAGES``)."""
@@ -426,145 +418,4 @@ def _daemon_word(words: list[str]) -> str:
     return f"{got}: the forms are `gitrag daemon`, `gitrag daemon --stop` (and `gitrag status`)"
 
 
-def _exit(fn: Callable[[], int]) -> None:
-    """Run a command and exit with its code; the one place errors become exit codes."""
-    try:
-        code = fn()
-    except GitragError as exc:
-        from gitrag.surfaces import output
-
-        output.error(str(exc))
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPT
-    except OSError as exc:
-        code = _os_error(exc)
-    except Exception as exc:  # noqa: BLE001 - an unexpected bug: say where the traceback is
-        code = _damaged_database(exc) or _internal_error()
-    sys.exit(code)
-
-
-def _damaged_database(exc: Exception) -> int:
-    """A SQLite file found damaged in the middle of a command (the vector cache heals itself;
-    this is a repository's ``state.db``): one line with the fix, EXIT_ERROR; 0 for any other error."""
-    sqlite3 = sys.modules.get("sqlite3")
-    if sqlite3 is None or not isinstance(exc, sqlite3.DatabaseError):
-        return 0
-    from gitrag.index.vector_cache import is_malformed
-    from gitrag.surfaces import output
-
-    if not is_malformed(exc):
-        return 0
-    output.error(f"a gitrag database is damaged ({exc}): `gitrag index --rebuild` rebuilds it from git and the "
-                 "vector cache (`gitrag doctor --deep` names it)")
-    return EXIT_ERROR
-
-
-def _os_error(exc: OSError) -> int:
-    """A path the system refuses as too long is the user's to fix (a deep GITRAG_HOME, a long
-    XDG folder), and so is a read-only file system or a missing permission: one line saying
-    what to set or fix. Any other OSError is a bug."""
-    from gitrag import config
-    from gitrag.surfaces import output
-
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        output.error(config.refused(exc))
-        return EXIT_ERROR
-    if exc.errno != errno.ENAMETOOLONG:
-        return _internal_error()
-
-    output.error(f"a path is too long for the system: {exc.filename or exc}; set GITRAG_HOME "
-                 f"(or XDG_DATA_HOME, XDG_STATE_HOME) to a shorter folder")
-    return EXIT_ERROR
-
-
-def _internal_error() -> int:
-    import traceback
-
-    from gitrag import config
-    from gitrag.surfaces import output
-
-    try:
-        log_dir = config.state_dir()
-        config.private_mkdir(log_dir)  # tracebacks name paths: private
-        path = log_dir / "crash.log"
-        with path.open("a") as fh:
-            fh.write(traceback.format_exc() + "\n")
-        where = f"; the traceback is in {path}"
-    except (OSError, GitragError):
-        where = ""
-        traceback.print_exc()
-    output.error(f"unexpected internal error: {sys.exc_info()[1]!r}{where}; please report it")
-    return EXIT_INTERNAL
-
-
-def _tolerant_streams() -> None:
-    """Let stdout and stderr print any text: a character their encoding cannot hold
-    (``PYTHONIOENCODING=ascii``, a C locale, a path's undecodable byte) is written as a
-    backslash escape (``\\xe8``) instead of crashing the command. JSON output escapes it
-    as JSON does instead (``gitrag.surfaces.output.emit_json``)."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
-            reconfigure(errors="backslashreplace")
-
-
-class _ClosedPipeSafe:
-    """A text stream (stdout, stderr) on which writing to a closed pipe never raises: the
-    first write or flush that meets the closed pipe (``gitrag install 2>&1 | head -1``)
-    points the file descriptor at /dev/null, and that output and all that follows is
-    dropped, so the command finishes its work and exits with its own code. Every other
-    attribute is the stream's own."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            self._drop()
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self._drop()
-
-    def _drop(self) -> None:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-            self._stream.flush()  # what was buffered: now into /dev/null
-        except (OSError, ValueError):
-            pass
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._stream, name)
-
-
-def _pipe_safe_streams() -> None:
-    """Wrap stdout and stderr in :class:`_ClosedPipeSafe` (the one place a closed pipe is
-    handled: no command is cut short by a reader that went away), and flush them before
-    the interpreter's own last flush, which would otherwise report the closed pipe."""
-    import atexit
-
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if stream is not None and not isinstance(stream, _ClosedPipeSafe):
-            setattr(sys, name, _ClosedPipeSafe(stream))
-    atexit.register(lambda: [getattr(sys, n).flush() for n in ("stdout", "stderr")
-                             if isinstance(getattr(sys, n), _ClosedPipeSafe)])
-
-
-def main() -> None:
-    _tolerant_streams()
-    _pipe_safe_streams()
-    if sys.argv[1:2] == ["notify"] and not {"-h", "--help"} & set(sys.argv[2:3]):
-        # the hook path: no click parsing, no logging set-up (help is click's, like every command's)
-        from gitrag.daemon.notify import main as notify_main
-
-        sys.exit(notify_main(sys.argv[2:]))
-    cli(prog_name="gitrag")
+main = entry.main  # the console script's entry point (pyproject: gitrag.surfaces.entry:main)

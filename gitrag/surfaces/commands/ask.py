@@ -19,6 +19,15 @@ if TYPE_CHECKING:
     from gitrag.query.results import AskResponse
 
 
+def from_options(params: dict[str, Any]) -> int:
+    """:func:`ask` with the command line's parameters (cli.ask's names, as
+    ``gitrag.surfaces.args.quick_ask`` gives them too): the one mapping of options to the command."""
+    p = params
+    return ask(p["question"], p["repo"], p["k"], p["mode"], p["path"], p["lang"], p["no_answer"], p["as_json"],
+               p["expand"], tuple(p["exclude"]), p["files"], p["blame"], worktree=not p["committed"],
+               offset=p["offset"], rev=p["rev"].strip())
+
+
 def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_answer: bool, as_json: bool,
         expand: int = 0, exclude: tuple[str, ...] = (), files: bool = False, blame: bool = False, worktree: bool = True,
         offset: int = 0, rev: str = "") -> int:
