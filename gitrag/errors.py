@@ -1,7 +1,7 @@
 """Exceptions and exit codes: the one place where they are defined.
 
 Library code raises a subclass of :class:`GitragError` with a message that says what to
-do; only the CLI (``gitrag/surfaces/cli.py``) turns them into exit codes:
+do; only ``gitrag/surfaces/exits.py`` turns them into exit codes:
 0 success, 1 user-facing error, 2 bad usage (click's own errors, and :class:`BadUsage`), 3 unexpected
 internal error, 130 interrupt.
 The daemon sends a GitragError across its socket as data (its class name as ``kind``, its

@@ -2,7 +2,7 @@
 
     python -c "import tests.prelude as p; p.main()" index --json      # like `gitrag index --json`
 
-reads ``RELIABILITY_PRELUDE`` (JSON) before handing over to ``gitrag.surfaces.cli.main``:
+reads ``RELIABILITY_PRELUDE`` (JSON) before handing over to ``gitrag.surfaces.entry.main``:
 
 ``{"kill": [["gitrag.index.store.edge:EdgeStore.upsert", 2, "after"]]}``
     SIGKILL this process on the 2nd call of that method, before or after it runs.
@@ -135,6 +135,6 @@ def install(spec: dict[str, Any]) -> None:
 def main() -> None:
     install(json.loads(os.environ.get(ENV) or "{}"))
     sys.argv[0] = "gitrag"
-    from gitrag.surfaces.cli import main as gitrag_main
+    from gitrag.surfaces.entry import main as gitrag_main
 
     gitrag_main()

@@ -4,7 +4,8 @@
   state's ``symbol_names`` rows (and one file's graph), never the whole branch's graph,
   and give exactly what the whole-graph :class:`SymbolIndex` gives; a state written
   before the table existed is converted on open (nothing re-chunked or re-embedded).
-- ``gitrag ask`` through a real daemon imports none of the in-process search stack.
+- ``gitrag ask`` through a real daemon imports none of the in-process search stack, nor click
+  (the quick parse, gitrag.surfaces.args) nor OpenSSL's hashlib.
 """
 
 from __future__ import annotations
@@ -110,11 +111,11 @@ def test_a_reindexed_blob_replaces_its_names(ws: Workspace, repo: Repo) -> None:
 
 _PROBE = """
 import atexit, sys
-heavy = ("asyncio", "numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.index.store", "gitrag.query.ranking", "gitrag.query.retrieval",
+heavy = ("asyncio", "click", "hashlib", "numpy", "rich", "structlog", "pygit2", "qdrant_edge", "gitrag.index.store", "gitrag.query.ranking", "gitrag.query.retrieval",
          "gitrag.index.workspace", "gitrag.index.symbols", "gitrag.index.sparse")
 atexit.register(lambda: print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr))
 import json
-from gitrag.surfaces.cli import main
+from gitrag.surfaces.entry import main
 main()
 """
 

@@ -19,7 +19,6 @@ the socket moves to ``/tmp/gitrag-<uid>/<12 hex of the folder>.sock``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -106,6 +105,8 @@ def socket_path() -> Path:
     path = folder / "daemon.sock"
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
+    import hashlib  # only for a long runtime folder: not on every client's start-up
+
     digest = hashlib.sha256(os.fsencode(folder)).hexdigest()[:12]
     return Path(f"/tmp/gitrag-{os.getuid()}") / f"{digest}.sock"
 

@@ -13,7 +13,6 @@ import click
 
 from gitrag import __version__
 from gitrag.errors import GitragError
-from gitrag.surfaces import entry
 from gitrag.surfaces.args import repo_path as _repo_path
 from gitrag.surfaces.args import text as _text
 from gitrag.surfaces.exits import run as _exit
@@ -416,6 +415,3 @@ def _daemon_word(words: list[str]) -> str:
     if meant:
         return f"{got}: did you mean `{meant}`?"
     return f"{got}: the forms are `gitrag daemon`, `gitrag daemon --stop` (and `gitrag status`)"
-
-
-main = entry.main  # the console script's entry point (pyproject: gitrag.surfaces.entry:main)

@@ -53,7 +53,7 @@ def line(*parts: str | tuple[str, str]) -> None:
     styled = _styled(sys.stdout)
     text = "".join(p if isinstance(p, str) else (f"\x1b[{_STYLES[p[1]]}m{p[0]}\x1b[0m" if styled else p[0])
                    for p in parts) + "\n"
-    try:  # a closed pipe (`gitrag ask ... | head`) is handled once for all output (gitrag.surfaces.cli)
+    try:  # a closed pipe (`gitrag ask ... | head`) is handled once for all output (gitrag.surfaces.streams)
         sys.stdout.write(text)
     except UnicodeEncodeError:
         encoding = sys.stdout.encoding or "utf-8"
