@@ -88,10 +88,10 @@ def main() -> None:
             env.pop("PYTHONPATH", None)
             entry = _ENTRY if (Path(code) / "gitrag/surfaces/entry.py").exists() else _OLD_ENTRY
             subprocess.run([str(python), "-c", entry, "index", "--repo", str(tree)], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, cwd="/")  # not this checkout: `-c` puts the cwd first
             log = (work / f"daemon{n}.log").open("ab")
             daemons.append(subprocess.Popen([str(python), "-c", entry, "daemon"], env=env, stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=log))
+                                            stdout=log, stderr=log, cwd="/"))
             codes[label] = {"python": str(python), "env": env, "entry": entry, "ask": [], "floor": []}
         for c in codes.values():  # the daemon up and warm: one answered question each
             deadline = time.monotonic() + 120
