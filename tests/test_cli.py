@@ -89,9 +89,21 @@ def test_outside_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr
 
 
-def test_empty_repository_says_to_commit_first(repo: Repo) -> None:
+def test_empty_repository_says_nothing_to_index_and_writes_nothing(repo: Repo) -> None:
+    home = Path(os.environ["GITRAG_HOME"])
+    git_dir = sorted(p.name for p in (repo.path / ".git").iterdir())
+    for args in (["index"], ["index", "--json"]):
+        r = gitrag(*args, "--repo", str(repo.path))
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", "gitrag: error: nothing to index: the repository has no "
+                                                      "commits yet; commit something, then `gitrag index`\n")
+    assert not home.exists()  # no data folder, no vector cache, no lock
+    assert sorted(p.name for p in (repo.path / ".git").iterdir()) == git_dir  # no id file in the git dir
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    repo.git("checkout", "-q", "--orphan", "fresh")  # commits elsewhere: the unborn branch is named
     r = gitrag("index", "--repo", str(repo.path))
-    assert r.returncode == 1 and "has no commit yet" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "nothing to index: branch 'fresh' has no commits yet" in r.stderr
+    assert not home.exists()
 
 
 def test_ask_before_index_says_to_index(project: Repo) -> None:
