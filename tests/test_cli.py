@@ -472,3 +472,41 @@ def test_every_doctor_check_is_documented_where_the_others_are(project: Repo) ->
     table = readme.split("### `gitrag doctor --json`", 1)[1].split("| `checks[].name`", 1)[0]
     assert listed == list(dict.fromkeys(names)), listed
     assert all(f"`{n}`" in table or f"`{n} <branch>`" in table for n in names), names
+
+
+def test_ask_after_an_interrupted_first_index_says_the_index_is_partial(
+        repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in a first `gitrag index` leaves the batches it wrote and no indexed commit: `ask`
+    (every mode) and `related` answer from them and say so, never "the index at None"."""
+    from gitrag.index import indexer
+    from tests.gitutil import index
+
+    for i in range(6):
+        repo.write(f"pkg/mod{i}.py", f"def handler_{i}(request):\n    return request.get('value_{i}')\n")
+    repo.commit("six modules")
+    real, calls = indexer.Indexer._write_batch, []
+
+    def interrupted(self, *args, **kw):  # the second batch never comes: Ctrl-C after the first
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(indexer, "BATCH_FILES", 2)
+    monkeypatch.setattr(indexer.Indexer, "_write_batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        index(repo.path)
+    head = repo.head()
+    line = (f"main: answered from a partial index (its first index has not finished, HEAD {head[:12]}): run "
+            f"`gitrag index` to finish it (it goes on from where it stopped)")
+    for mode in ("hybrid", "dense", "sparse"):
+        r = gitrag("ask", "handler request value", "--mode", mode, "--no-answer", cwd=repo.path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == line and "None" not in r.stdout, r.stdout
+        assert "pkg/mod" in r.stdout  # the first batch's files answer
+    data = json.loads(gitrag("ask", "handler request value", "--json", cwd=repo.path).stdout)
+    assert (data["commit"], data["head"], data["up_to_date"]) == (None, head, False) and data["results"]
+    related = gitrag("related", f"{data['results'][0]['path']}:1", cwd=repo.path)
+    assert related.returncode == 0 and related.stdout.splitlines()[-1] == line, related.stdout + related.stderr
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    assert gitrag("ask", "handler", cwd=repo.path).stdout.splitlines()[-1] == "main: up to date"

@@ -308,9 +308,14 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
         output.line((f"{f.branch}: answered from the team server ({_printable(t['published_branch'])} published at "
                      f"{str(t['published_commit'])[:12]}){ahead}{local}", "dim"))
         return
-    todo = catching_up or "run `gitrag index`"
-    state = "up to date" if f.up_to_date else (f"answered from the index at {str(f.commit)[:12]}, an older commit "
-                                                f"than HEAD ({str(f.head)[:12]}): {todo}")
+    if f.up_to_date:
+        state = "up to date"
+    elif f.commit is None:  # a first index not finished (interrupted, or the daemon's under way): its batches so far
+        state = (f"answered from a partial index (its first index has not finished, HEAD {str(f.head)[:12]}): "
+                 f"{catching_up or 'run `gitrag index` to finish it (it goes on from where it stopped)'}")
+    else:
+        state = (f"answered from the index at {str(f.commit)[:12]}, an older commit than HEAD ({str(f.head)[:12]}): "
+                 f"{catching_up or 'run `gitrag index`'}")
     extra = f"; {f.worktree_changes} work-tree file(s) changed, not indexed" if f.worktree_changes else ""
     if r.worktree and r.worktree.get("searched") and f.worktree_changes:
         extra = f"; {f.worktree_changes} work-tree file(s) changed, searched from the work tree"
