@@ -169,3 +169,19 @@ def test_install_as_a_user_who_cannot_write_the_home(tmp_path: Path) -> None:
             shutil.rmtree(home, ignore_errors=True)
     record("`gitrag install` / `status` by a user who cannot write GITRAG_HOME (another user's 0755 folder)",
            "one line `GITRAG_HOME … is not writable: Permission denied`, exit 1, no hook written", group=GROUP)
+
+
+@pytest.mark.parametrize("command", [["ask", "a"], ["related", "a.py:1"]])
+def test_asking_a_repository_never_indexed_on_a_read_only_home_says_what_index_says(
+        repo: Repo, read_only: Callable[[Path], None], command: list[str]) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("a")
+    read_only(_home())
+    index = gitrag("index", "--repo", str(repo.path), check=False)
+    proc = gitrag(*command, "--repo", str(repo.path), check=False)
+    line = _not_writable(_home(), "Read-only file system", _home() / "data")
+    assert (index.returncode, index.stderr) == (1, line)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, line, ""), proc.stderr  # was: "not indexed: run ..."
+    record(f"`gitrag {command[0]}` in a repository never indexed, with a read-only GITRAG_HOME", "the one line "
+           "`index` gives (`GITRAG_HOME … is not writable`), exit 1 (was: `not indexed: run gitrag index`, which "
+           "then fails)", group=GROUP)
