@@ -185,3 +185,20 @@ def test_asking_a_repository_never_indexed_on_a_read_only_home_says_what_index_s
     record(f"`gitrag {command[0]}` in a repository never indexed, with a read-only GITRAG_HOME", "the one line "
            "`index` gives (`GITRAG_HOME … is not writable`), exit 1 (was: `not indexed: run gitrag index`, which "
            "then fails)", group=GROUP)
+
+
+def test_log_on_a_read_only_home_blames_the_file_system(repo: Repo, read_only: Callable[[Path], None]) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("add the a module")
+    gitrag("index", "--repo", str(repo.path))
+    assert "add the a module" in gitrag("log", "a module", "--repo", str(repo.path)).stdout
+    read_only(_home())
+    history = next((_home() / "data").glob("*/history.db"))
+    line = (f"cannot open {history} (unable to open database file): {history.parent} is on a read-only file system, "
+            f"and gitrag writes there; remount it read-write, fix the permissions, or set GITRAG_HOME to a folder "
+            f"you can write (the file itself is fine: keep it)")
+    for args in (["log", "a module"], ["log", "a module", "--json"]):
+        proc = gitrag(*args, "--repo", str(repo.path), check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"gitrag: error: {line}\n"), proc.stderr
+    record("`gitrag log` with a read-only GITRAG_HOME", "one line: the folder is on a read-only file system, keep "
+           "the file (was: `nothing was deleted; check that its folder is mounted`)", group=GROUP)
