@@ -510,3 +510,26 @@ def test_ask_after_an_interrupted_first_index_says_the_index_is_partial(
     assert related.returncode == 0 and related.stdout.splitlines()[-1] == line, related.stdout + related.stderr
     assert gitrag("index", cwd=repo.path).returncode == 0
     assert gitrag("ask", "handler", cwd=repo.path).stdout.splitlines()[-1] == "main: up to date"
+
+
+def test_status_names_a_deleted_branch_and_a_detached_head_view_as_what_they_are(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    project.git("checkout", "-q", "-b", "feature")
+    project.write("util/more.py", "def more():\n    return 2\n")
+    feature = project.commit("more")
+    gitrag("index", cwd=project.path)
+    project.git("checkout", "-q", "--detach", "main")
+    gitrag("index", cwd=project.path)  # the view of a detached HEAD
+    project.git("checkout", "-q", "main")
+    project.git("branch", "-q", "-D", "feature")
+    out = gitrag("status", cwd=project.path).stdout
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert f"indexed {feature[:12]}; branch deleted in git: `gitrag gc` forgets it" in rows["feature"]
+    assert "a detached HEAD's view, not checked out now" in rows["(HEAD"]
+    assert "not checked out" not in rows["feature"] and "head" not in rows["(HEAD"]
+    assert len({row.index(" points") for row in rows.values() if " points" in row}) == 1  # still a column
+    kinds = {b["name"]: b["kind"] for b in json.loads(gitrag("status", "--json", cwd=project.path).stdout)
+             ["repos"][0]["branches"]}
+    assert kinds == {"main": "branch", "feature": "deleted", "(HEAD detached)": "detached"}
+    assert json.loads(gitrag("gc", "--json", cwd=project.path).stdout)["deleted"] == ["feature"]
+    assert "feature" not in gitrag("status", cwd=project.path).stdout
