@@ -533,3 +533,19 @@ def test_status_names_a_deleted_branch_and_a_detached_head_view_as_what_they_are
     assert kinds == {"main": "branch", "feature": "deleted", "(HEAD detached)": "detached"}
     assert json.loads(gitrag("gc", "--json", cwd=project.path).stdout)["deleted"] == ["feature"]
     assert "feature" not in gitrag("status", cwd=project.path).stdout
+
+
+def test_results_of_commits_not_indexed_yet_are_not_called_work_tree(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    project.write("net/retry.py", "def retry_handler(request):\n    return request.retry()\n")
+    project.commit("retry")  # committed, not indexed: the overlay reads it from disk
+    project.write("net/backoff.py", "def backoff_handler(request):\n    return request.backoff()\n")  # untracked
+    out = gitrag("ask", "retry backoff handler request", "-k", "2", "--no-answer", cwd=project.path).stdout
+    rows = {line.split()[1].split(":")[0]: line for line in out.splitlines() if line[:3].strip().rstrip(".").isdigit()}
+    assert rows["net/retry.py"].endswith("[in HEAD, not indexed yet]"), out
+    assert rows["net/backoff.py"].endswith("[work tree]"), out
+    like = gitrag("related", "net/retry.py:1", cwd=project.path).stdout.splitlines()
+    assert like[0].endswith("retry_handler  [in HEAD, not indexed yet]") and "[work tree]" in "\n".join(like), like
+    project.write("net/retry.py", "def retry_handler(request):\n    return request.retry(3)\n")  # edited since
+    out = gitrag("ask", "retry handler request", "-k", "1", "--no-answer", cwd=project.path).stdout
+    assert out.splitlines()[0].endswith("[work tree]"), out
