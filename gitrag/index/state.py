@@ -584,11 +584,6 @@ class State:
         points); a sync keeps it in ``meta`` instead (:meth:`counted_points`)."""
         return self.db.execute(f"SELECT count(*) FROM ({_BRANCH_POINTS})", (branch,)).fetchone()[0]
 
-    def file_count(self, branch: str) -> int:
-        """Rows of the branch's manifest (indexed and skipped files): what a first sync that has
-        not finished (no indexed commit yet) wrote so far, batch by batch."""
-        return self.db.execute("SELECT count(*) FROM files WHERE branch = ?", (branch,)).fetchone()[0]
-
     def point_count_of(self, branch: str, paths: Iterable[str]) -> int:
         """Points of the branch's manifest in ``paths`` (one indexed query a path)."""
         query = f"SELECT count(*) FROM ({_BRANCH_POINTS} AND f.path = ?)"
