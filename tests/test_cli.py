@@ -89,9 +89,21 @@ def test_outside_a_repository_is_a_one_line_error(tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr
 
 
-def test_empty_repository_says_to_commit_first(repo: Repo) -> None:
+def test_empty_repository_says_nothing_to_index_and_writes_nothing(repo: Repo) -> None:
+    home = Path(os.environ["GITRAG_HOME"])
+    git_dir = sorted(p.name for p in (repo.path / ".git").iterdir())
+    for args in (["index"], ["index", "--json"]):
+        r = gitrag(*args, "--repo", str(repo.path))
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", "gitrag: error: nothing to index: the repository has no "
+                                                      "commits yet; commit something, then `gitrag index`\n")
+    assert not home.exists()  # no data folder, no vector cache, no lock
+    assert sorted(p.name for p in (repo.path / ".git").iterdir()) == git_dir  # no id file in the git dir
+    repo.write("a.py", "x = 1\n")
+    repo.commit("first")
+    repo.git("checkout", "-q", "--orphan", "fresh")  # commits elsewhere: the unborn branch is named
     r = gitrag("index", "--repo", str(repo.path))
-    assert r.returncode == 1 and "has no commit yet" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "nothing to index: branch 'fresh' has no commits yet" in r.stderr
+    assert not home.exists()
 
 
 def test_ask_before_index_says_to_index(project: Repo) -> None:
@@ -461,3 +473,80 @@ def test_every_doctor_check_is_documented_where_the_others_are(project: Repo) ->
     table = readme.split("### `gitrag doctor --json`", 1)[1].split("| `checks[].name`", 1)[0]
     assert listed == list(dict.fromkeys(names)), listed
     assert all(f"`{n}`" in table or f"`{n} <branch>`" in table for n in names), names
+
+
+def test_ask_after_an_interrupted_first_index_says_the_index_is_partial(
+        repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in a first `gitrag index` leaves the batches it wrote and no indexed commit: `ask`
+    (every mode) and `related` answer from them and say so, never "the index at None"."""
+    from gitrag.index import indexer
+    from tests.gitutil import index
+
+    for i in range(6):
+        repo.write(f"pkg/mod{i}.py", f"def handler_{i}(request):\n    return request.get('value_{i}')\n")
+    repo.commit("six modules")
+    real, calls = indexer.Indexer._write_batch, []
+
+    def interrupted(self, *args, **kw):  # the second batch never comes: Ctrl-C after the first
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(indexer, "BATCH_FILES", 2)
+    monkeypatch.setattr(indexer.Indexer, "_write_batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        index(repo.path)
+    head = repo.head()
+    line = (f"main: answered from a partial index (its first index has not finished, HEAD {head[:12]}): run "
+            f"`gitrag index` to finish it (it goes on from where it stopped)")
+    for mode in ("hybrid", "dense", "sparse"):
+        r = gitrag("ask", "handler request value", "--mode", mode, "--no-answer", cwd=repo.path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == line and "None" not in r.stdout, r.stdout
+        assert "pkg/mod" in r.stdout  # the first batch's files answer
+    data = json.loads(gitrag("ask", "handler request value", "--json", cwd=repo.path).stdout)
+    assert (data["commit"], data["head"], data["up_to_date"]) == (None, head, False) and data["results"]
+    related = gitrag("related", f"{data['results'][0]['path']}:1", cwd=repo.path)
+    assert related.returncode == 0 and related.stdout.splitlines()[-1] == line, related.stdout + related.stderr
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    assert gitrag("ask", "handler", cwd=repo.path).stdout.splitlines()[-1] == "main: up to date"
+
+
+def test_status_names_a_deleted_branch_and_a_detached_head_view_as_what_they_are(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    project.git("checkout", "-q", "-b", "feature")
+    project.write("util/more.py", "def more():\n    return 2\n")
+    feature = project.commit("more")
+    gitrag("index", cwd=project.path)
+    project.git("checkout", "-q", "--detach", "main")
+    gitrag("index", cwd=project.path)  # the view of a detached HEAD
+    project.git("checkout", "-q", "main")
+    project.git("branch", "-q", "-D", "feature")
+    out = gitrag("status", cwd=project.path).stdout
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert f"indexed {feature[:12]}; branch deleted in git: `gitrag gc` forgets it" in rows["feature"]
+    assert "a detached HEAD's view, not checked out now" in rows["(HEAD"]
+    assert "not checked out" not in rows["feature"] and "head" not in rows["(HEAD"]
+    assert len({row.index(" points") for row in rows.values() if " points" in row}) == 1  # still a column
+    kinds = {b["name"]: b["kind"] for b in json.loads(gitrag("status", "--json", cwd=project.path).stdout)
+             ["repos"][0]["branches"]}
+    assert kinds == {"main": "branch", "feature": "deleted", "(HEAD detached)": "detached"}
+    assert json.loads(gitrag("gc", "--json", cwd=project.path).stdout)["deleted"] == ["feature"]
+    assert "feature" not in gitrag("status", cwd=project.path).stdout
+
+
+def test_results_of_commits_not_indexed_yet_are_not_called_work_tree(project: Repo) -> None:
+    gitrag("index", cwd=project.path)
+    project.write("net/retry.py", "def retry_handler(request):\n    return request.retry()\n")
+    project.commit("retry")  # committed, not indexed: the overlay reads it from disk
+    project.write("net/backoff.py", "def backoff_handler(request):\n    return request.backoff()\n")  # untracked
+    out = gitrag("ask", "retry backoff handler request", "-k", "2", "--no-answer", cwd=project.path).stdout
+    rows = {line.split()[1].split(":")[0]: line for line in out.splitlines() if line[:3].strip().rstrip(".").isdigit()}
+    assert rows["net/retry.py"].endswith("[in HEAD, not indexed yet]"), out
+    assert rows["net/backoff.py"].endswith("[work tree]"), out
+    like = gitrag("related", "net/retry.py:1", cwd=project.path).stdout.splitlines()
+    assert like[0].endswith("retry_handler  [in HEAD, not indexed yet]") and "[work tree]" in "\n".join(like), like
+    project.write("net/retry.py", "def retry_handler(request):\n    return request.retry(3)\n")  # edited since
+    out = gitrag("ask", "retry handler request", "-k", "1", "--no-answer", cwd=project.path).stdout
+    assert out.splitlines()[0].endswith("[work tree]"), out

@@ -516,3 +516,25 @@ def test_ask_in_an_installed_repository_whose_daemon_died_starts_it_again_and_an
     near = gitrag("related", "b.py:1", "--repo", str(repo.path))
     assert "the gitrag daemon was not running: started it in the background" in near.stderr, near.stderr
     assert client.probe(timeout=2.0)["running"]
+
+
+def test_a_stopped_daemon_is_named_by_doctor_and_stopped_by_daemon_stop(
+        installed: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    """SIGSTOP'd: it holds the socket and accepts, but never answers. `doctor` names its pid and
+    the two ways out; `gitrag daemon --stop` still stops it (SIGTERM + SIGCONT, then SIGKILL)."""
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        doctor = gitrag("doctor", "--repo", str(installed.path), check=False)
+        stop = gitrag("daemon", "--stop", check=False)
+    finally:
+        if daemon.poll() is None:
+            os.kill(daemon.pid, signal.SIGCONT)
+    row = next(line for line in doctor.stdout.splitlines() if line.startswith("FAIL daemon"))
+    assert f"the daemon (pid {daemon.pid}) at " in row and "does not answer" in row, row
+    assert f"`kill -CONT {daemon.pid}`" in row and "`gitrag daemon --stop`: SIGTERM, then SIGKILL" in row, row
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stderr.splitlines() == [
+        f"the gitrag daemon (pid {daemon.pid}) does not answer (stopped or suspended?): sending SIGTERM",
+        f"stopped the gitrag daemon (pid {daemon.pid}) with SIGTERM"], stop.stderr
+    assert daemon.wait(timeout=30) == 0  # it stopped as on `--stop`: exit 0, not killed
+    assert not client.probe(timeout=0.5)["running"]

@@ -169,3 +169,36 @@ def test_install_as_a_user_who_cannot_write_the_home(tmp_path: Path) -> None:
             shutil.rmtree(home, ignore_errors=True)
     record("`gitrag install` / `status` by a user who cannot write GITRAG_HOME (another user's 0755 folder)",
            "one line `GITRAG_HOME … is not writable: Permission denied`, exit 1, no hook written", group=GROUP)
+
+
+@pytest.mark.parametrize("command", [["ask", "a"], ["related", "a.py:1"]])
+def test_asking_a_repository_never_indexed_on_a_read_only_home_says_what_index_says(
+        repo: Repo, read_only: Callable[[Path], None], command: list[str]) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("a")
+    read_only(_home())
+    index = gitrag("index", "--repo", str(repo.path), check=False)
+    proc = gitrag(*command, "--repo", str(repo.path), check=False)
+    line = _not_writable(_home(), "Read-only file system", _home() / "data")
+    assert (index.returncode, index.stderr) == (1, line)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, line, ""), proc.stderr  # was: "not indexed: run ..."
+    record(f"`gitrag {command[0]}` in a repository never indexed, with a read-only GITRAG_HOME", "the one line "
+           "`index` gives (`GITRAG_HOME … is not writable`), exit 1 (was: `not indexed: run gitrag index`, which "
+           "then fails)", group=GROUP)
+
+
+def test_log_on_a_read_only_home_blames_the_file_system(repo: Repo, read_only: Callable[[Path], None]) -> None:
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("add the a module")
+    gitrag("index", "--repo", str(repo.path))
+    assert "add the a module" in gitrag("log", "a module", "--repo", str(repo.path)).stdout
+    read_only(_home())
+    history = next((_home() / "data").glob("*/history.db"))
+    line = (f"cannot open {history} (unable to open database file): {history.parent} is on a read-only file system, "
+            f"and gitrag writes there; remount it read-write, fix the permissions, or set GITRAG_HOME to a folder "
+            f"you can write (the file itself is fine: keep it)")
+    for args in (["log", "a module"], ["log", "a module", "--json"]):
+        proc = gitrag(*args, "--repo", str(repo.path), check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", f"gitrag: error: {line}\n"), proc.stderr
+    record("`gitrag log` with a read-only GITRAG_HOME", "one line: the folder is on a read-only file system, keep "
+           "the file (was: `nothing was deleted; check that its folder is mounted`)", group=GROUP)

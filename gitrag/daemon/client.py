@@ -66,6 +66,24 @@ def _peer_uid(sock: socket.socket) -> int | None:
     return int(struct.unpack("3i", creds)[1])
 
 
+def listener_pid(path: Path | None = None) -> int | None:
+    """The pid of the process listening on the daemon's socket (SO_PEERCRED of a connection,
+    checked as every connection is: ours, the files private), whether or not it answers: a
+    daemon stopped with SIGSTOP still accepts. None when none listens, off Linux, or the
+    socket is refused as untrusted."""
+    try:
+        sock = _connect(path or protocol.socket_path(), 2.0)
+    except DaemonError:
+        return None
+    try:
+        if not hasattr(socket, "SO_PEERCRED"):
+            return None
+        pid = int(struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0])
+        return pid if pid > 0 else None
+    finally:
+        sock.close()
+
+
 def _connect(path: Path, timeout: float | None) -> socket.socket:
     """A connection to the daemon at ``path``, checked before anything is sent: the files
     (:func:`check_socket_files`) and the listening process's uid (SO_PEERCRED)."""
@@ -136,14 +154,15 @@ def request(op: str, /, *, timeout: float | None = 30.0, socket_path: Path | Non
 def probe(timeout: float = 2.0) -> dict[str, Any]:
     """``{"running": bool, "pid": int | None, "socket": str, "version", "build"}``: whether a
     daemon answers a ping; with ``"error"`` (one line) when the socket was refused as
-    untrusted, ``"stuck": true`` when a daemon accepted but did not answer in ``timeout``."""
+    untrusted, ``"stuck": true`` when a daemon accepted but did not answer in ``timeout`` (then
+    ``pid`` is the listening process's, None when it cannot be read)."""
     path = protocol.socket_path()
     try:
         info = request("ping", timeout=timeout, socket_path=path)
     except UntrustedSocket as exc:
         return {"running": False, "pid": None, "socket": str(path), "error": str(exc)}
     except Timeout:  # accepted, no answer: stopped (SIGSTOP), suspended, wedged
-        return {"running": False, "pid": None, "socket": str(path), "stuck": True}
+        return {"running": False, "pid": listener_pid(path), "socket": str(path), "stuck": True}
     except DaemonError:
         return {"running": False, "pid": None, "socket": str(path)}
     return {"running": True, "pid": info.get("pid"), "socket": str(path), "version": info.get("version"),

@@ -24,13 +24,30 @@ PING_TIMEOUT_S = 3.0
 
 
 def _pid_hint() -> str:
+    pid = stuck_pid()
+    return f" (pid {pid})" if pid is not None else ""
+
+
+def stuck_pid() -> int | None:
+    """The pid of the daemon on the socket: the listening process's (SO_PEERCRED), else the one
+    its lock file names; None when neither says."""
     from gitrag.daemon import protocol
 
+    pid = client.listener_pid()
+    if pid is not None:
+        return pid
     try:
-        pid = protocol.lock_path().read_text().strip()
+        text = protocol.lock_path().read_text().strip()
     except OSError:
-        return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def stuck_advice(pid: int | None) -> str:
+    """What to do about a daemon that accepts but does not answer (one clause, for a line)."""
+    who = str(pid) if pid is not None else "PID"
+    return (f"resume it (`kill -CONT {who}`) or stop it (`gitrag daemon --stop`: SIGTERM, then SIGKILL if it "
+            f"does not exit)")
 
 
 def check(timeout: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
@@ -43,10 +60,10 @@ def check(timeout: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
     except client.ConnectError:
         return None
     except client.Timeout:
-        pid = _pid_hint()
-        raise DaemonStuck(f"the gitrag daemon{pid} accepted the connection but did not answer within {timeout:g} s "
-                          f"(stopped or suspended?): resume it (`kill -CONT {pid.strip(' ()pid') or 'PID'}`) or "
-                          f"restart it (`gitrag daemon --stop`, then `gitrag daemon` or `gitrag install`)") from None
+        pid = stuck_pid()
+        named = f" (pid {pid})" if pid is not None else ""
+        raise DaemonStuck(f"the gitrag daemon{named} accepted the connection but did not answer within {timeout:g} s "
+                          f"(stopped or suspended?): {stuck_advice(pid)}") from None
     if not isinstance(info, dict):
         raise DaemonVersion("the process on the gitrag socket answered a ping with no gitrag reply")
     if not build.same(info):

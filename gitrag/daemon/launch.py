@@ -93,6 +93,36 @@ def spawn(wait_s: float = 30.0) -> int:
     return pid
 
 
+STUCK_GRACE_S = 10.0  # seconds a daemon that did not answer has to exit on SIGTERM before SIGKILL
+
+
+def stop_unanswering(pid: int, grace_s: float = STUCK_GRACE_S) -> str:
+    """Stop the daemon ``pid`` that accepts but does not answer (SIGSTOP'd, wedged): SIGTERM and
+    SIGCONT (a stopped process handles the SIGTERM once continued: it stops as on ``--stop``),
+    then SIGKILL if it has not exited within ``grace_s`` seconds. Returns the signal that ended
+    it (``"SIGTERM"`` / ``"SIGKILL"``); raises GitragError when it cannot be signalled (not
+    this user's) or is still there after SIGKILL. A sync it was in is redone from its journal."""
+    import signal
+
+    def signalled(sig: signal.Signals) -> None:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            raise GitragError(f"cannot signal the gitrag daemon (pid {pid}): it is not yours") from None
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
+        signalled(sig)
+        signalled(signal.SIGCONT)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if _gone(pid) and not lock_held():
+                return sig.name
+            time.sleep(0.05)
+    raise GitragError(f"the gitrag daemon (pid {pid}) is still there after SIGKILL; see `ps {pid}`")
+
+
 def stop(wait_s: float = 120.0) -> int | None:
     """Ask the running daemon to stop and wait until it is gone (its lock released, i.e. its
     syncs finished and its files closed, and its process exited); its pid, or None if none ran.

@@ -278,6 +278,15 @@ class GitRepo:
         except (pygit2.GitError, ValueError):
             return None
 
+    def blob_at(self, commit: str, path: str) -> str | None:
+        """The blob id of ``path`` (repository-relative, ``/``-separated) in ``commit``'s tree;
+        None when the tree has no file there (or the commit is not in the object database)."""
+        try:
+            entry = self._tree(commit)[path]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return str(entry.id) if entry.type == pygit2.enums.ObjectType.BLOB else None
+
     def root_blob(self, commit: str, name: str) -> str | None:
         """The blob id of the file ``name`` at the top of ``commit``'s tree; None when there is none."""
         tree = self._tree(commit)

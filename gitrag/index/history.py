@@ -496,8 +496,14 @@ def is_damage(exc: BaseException) -> bool:
 
 
 def unavailable(path: Path, exc: BaseException) -> StateError:
-    """The one-line error for a ``history.db`` that cannot be opened or read (not damage)."""
+    """The one-line error for a ``history.db`` that cannot be opened or read (not damage): a
+    folder the system refuses (read-only, not this user's) is named as ``state.db``'s is."""
+    from gitrag.index.state import refused
+
     cause = str(exc).strip() or type(exc).__name__
+    said = refused(path, cause)
+    if said is not None:
+        return StateError(said)
     return StateError(f"cannot open {path} ({cause}): nothing was deleted; check that its folder is "
                       "mounted, readable and writable, then run the command again")
 

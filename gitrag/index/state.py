@@ -269,14 +269,21 @@ def _refusal(path: Path) -> str | None:
     return None
 
 
-def _cannot_open(path: Path, exc: sqlite3.DatabaseError, corrupt_advice: str) -> str:
-    """The one-line message for a SQLite file that does not open: the refusal when the system
-    refuses (the file is fine, keep it), else ``corrupt_advice`` (the file is damaged)."""
+def refused(path: Path, exc: BaseException | str) -> str | None:
+    """The one-line message for a SQLite file (``state.db``, ``cache.db``, ``history.db``) the
+    system keeps from opening: its folder read-only or not this user's (the file is fine, keep
+    it); None when nothing says so."""
     refusal = _refusal(path)
-    if refusal is not None:
-        return (f"cannot open {path} ({exc}): {refusal}, and gitrag writes there; remount it read-write, fix "
-                f"the permissions, or set GITRAG_HOME to a folder you can write (the file itself is fine: keep it)")
-    return f"cannot open {path}: {exc}; {corrupt_advice}"
+    if refusal is None:
+        return None
+    return (f"cannot open {path} ({exc}): {refusal}, and gitrag writes there; remount it read-write, fix "
+            f"the permissions, or set GITRAG_HOME to a folder you can write (the file itself is fine: keep it)")
+
+
+def _cannot_open(path: Path, exc: sqlite3.DatabaseError, corrupt_advice: str) -> str:
+    """The one-line message for a SQLite file that does not open: :func:`refused` when the system
+    refuses, else ``corrupt_advice`` (the file is damaged)."""
+    return refused(path, exc) or f"cannot open {path}: {exc}; {corrupt_advice}"
 
 
 @contextmanager

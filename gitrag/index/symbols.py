@@ -316,9 +316,13 @@ _cache_lock = threading.Lock()
 def _key(ws: Workspace, branch_name: str | None = None) -> tuple[str, str, str, str]:
     """(data dir, branch, indexed commit, chunker version) of the current branch (or of the
     view ``branch_name``: another branch, a revision view); raises NotIndexed when it has no
-    index yet."""
+    index yet. A first sync not finished (under way, or interrupted: no indexed commit yet)
+    answers from the files it wrote so far, keyed ``partial:<files written>`` so each batch
+    it adds is read again (the store answers from the same points: gitrag.query.retrieval)."""
     name = branch_name or ws.repo.branch()
     branch = ws.state.branch(name)
+    if branch is not None and branch.indexed_commit is None and (done := ws.state.file_count(name)):
+        return (str(ws.data_dir), name, f"partial:{done}", CHUNKER_VERSION)
     if branch is None or branch.indexed_commit is None:
         raise NotIndexed(f"branch {name!r} is not indexed yet; run `gitrag index` first")
     return (str(ws.data_dir), name, branch.indexed_commit, CHUNKER_VERSION)

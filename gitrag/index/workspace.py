@@ -91,7 +91,8 @@ def open_workspace(
     ``create=False`` (a read-only command: ``ask``, ``related``): a repository with no data
     folder here raises NotIndexed (NOT_INDEXED) and nothing is written (no id file in the git
     dir, no folder), after the errors that come first (settings, a branch name gitrag refuses,
-    no commit yet). Raises NotARepository outside a git repository, ConfigError for bad settings,
+    no commit yet, a GITRAG_HOME that cannot be written: NotWritable, the line ``index``
+    gives). Raises NotARepository outside a git repository, ConfigError for bad settings,
     StateError for an unreadable state database or one of another format (unless
     ``rebuild``: then it is moved aside and the repository's collections dropped)."""
     repo = GitRepo(path)
@@ -99,6 +100,7 @@ def open_workspace(
     if not create and config.existing_repo_data_dir(repo.common_dir) is None:
         repo.branch()
         repo.require_head()
+        config.check_writable()  # a home `gitrag index` could not write says so (NotWritable), as index does
         raise NotIndexed(NOT_INDEXED)
     data_dir = config.repo_data_dir(repo.common_dir)
     config.private_data_dir(data_dir)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitrag.errors import EXIT_OK
+from gitrag.errors import EXIT_OK, DaemonStuck
 from gitrag.surfaces import output
 
 
@@ -17,9 +17,21 @@ def daemon(log_level: str, json_logs: bool | None, debounce: float, reconcile: f
 
 
 def stop() -> int:
-    """Stop the running daemon (it finishes its current sync first) and wait until it is gone."""
-    from gitrag.daemon import launch
+    """Stop the running daemon (it finishes its current sync first) and wait until it is gone.
+    One that accepts but does not answer (SIGSTOP'd, wedged) is stopped by signals
+    (gitrag.daemon.launch.stop_unanswering). Raises DaemonStuck when its pid cannot be read."""
+    from gitrag.daemon import client, handshake, launch
 
-    pid = launch.stop()
+    try:
+        pid = launch.stop()
+    except client.Timeout:
+        pid = handshake.stuck_pid()
+        if pid is None:
+            raise DaemonStuck("the gitrag daemon accepts connections but does not answer, and its pid cannot be "
+                              "read (no SO_PEERCRED, no daemon.lock): find it with `ps` and `kill` it") from None
+        output.info(f"the gitrag daemon (pid {pid}) does not answer (stopped or suspended?): sending SIGTERM")
+        how = launch.stop_unanswering(pid)
+        output.info(f"stopped the gitrag daemon (pid {pid}) with {how}")
+        return EXIT_OK
     output.info("no gitrag daemon is running" if pid is None else f"stopped the gitrag daemon (pid {pid})")
     return EXIT_OK

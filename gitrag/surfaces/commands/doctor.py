@@ -137,9 +137,12 @@ def check_daemon() -> Check:
     if info.get("error"):
         return Check("daemon", "fail", info["error"] + queued, "see SECURITY.md: the socket")
     if info.get("stuck"):
-        return Check("daemon", "fail", f"a daemon at {info['socket']} accepts connections but does not answer "
-                     f"(stopped or suspended?){queued}", "`kill -CONT PID` (the pid is in daemon.lock next to the "
-                     "socket), or `gitrag daemon --stop` and start it again")
+        from gitrag.daemon import handshake
+
+        pid = info.get("pid") or handshake.stuck_pid()
+        named = f" (pid {pid})" if pid is not None else ""
+        return Check("daemon", "fail", f"the daemon{named} at {info['socket']} accepts connections but does not "
+                     f"answer (stopped or suspended?){queued}", handshake.stuck_advice(pid))
     if not info["running"]:
         return Check("daemon", "fail", f"not reachable at {info['socket']}{queued}",
                      "gitrag install (or `systemctl --user start gitrag`, or `gitrag daemon`)")

@@ -5,7 +5,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gitrag.errors import EXIT_OK, StoreError
+from gitrag.errors import EXIT_OK, EmptyRepository, StoreError
 from gitrag.index.indexer import IndexSummary
 from gitrag.index.workspace import open_workspace
 from gitrag.surfaces import output, syncing
@@ -21,6 +21,7 @@ def index(repo: str, as_json: bool, rebuild: bool = False, publish: bool = False
           as_branch: str = "") -> int:
     from gitrag.daemon import routing
 
+    _require_commit(repo)  # before anything is written: no data folder, no id file in the git dir
     if publish:  # in this process: the publish reads the local store's points (gitrag.surfaces.commands.publish)
         from gitrag.surfaces.commands.publish import index_and_publish
 
@@ -49,6 +50,23 @@ def index(repo: str, as_json: bool, rebuild: bool = False, publish: bool = False
     else:
         _print(summary)
     return EXIT_OK
+
+
+def _require_commit(repo: str) -> None:
+    """Raise EmptyRepository (one line, exit 1) when HEAD has no commit: nothing to index, so
+    nothing is written (no data folder, no id file in the git dir, no daemon asked). A
+    repository with commits on other branches, on an unborn (orphan) branch, names the branch."""
+    from gitrag.git.repo import GitRepo
+
+    git = GitRepo(repo)
+    name = git.branch()  # a name gitrag refuses says so first
+    if git.head() is not None:
+        return
+    if not git.branches():
+        raise EmptyRepository("nothing to index: the repository has no commits yet; commit something, then "
+                              "`gitrag index`")
+    raise EmptyRepository(f"nothing to index: branch {name!r} has no commits yet; commit something, then "
+                          "`gitrag index`")
 
 
 def _through_daemon(repo: str, rebuild: bool, as_json: bool) -> dict[str, Any] | None:

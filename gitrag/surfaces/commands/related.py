@@ -14,7 +14,7 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     from gitrag.daemon import routing
     from gitrag.query.related import parse_location, to_json
     from gitrag.query.related import related as run
-    from gitrag.surfaces.commands.ask import _print, _revived
+    from gitrag.surfaces.commands.ask import UNINDEXED_MARK, WORKTREE_MARK, _print, _revived, committed_unindexed
     from gitrag.surfaces.shellpath import repository_prefix
 
     where, line = parse_location(location)
@@ -41,9 +41,12 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
         output.emit_json(data)
         return EXIT_OK
     here = data["located"]
-    mark = "  [work tree]" if here.get("source") == "worktree" else ""
+    response = routing.response_from_json(data)
+    located = (here["path"], here.get("blob", ""))
+    unindexed = committed_unindexed(repo, response, (located,) if here.get("source") == "worktree" else ())
+    mark = "" if here.get("source") != "worktree" else f"  {UNINDEXED_MARK if located in unindexed else WORKTREE_MARK}"
     output.line(f"like {quoting.quote(here['path'])}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}")
-    _print(routing.response_from_json(data))
+    _print(response, unindexed=unindexed)
     return EXIT_OK
 
 

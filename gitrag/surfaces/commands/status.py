@@ -57,13 +57,12 @@ def _print(data: dict[str, Any]) -> None:
     output.out.print(f"embedder: {data['embedder']['name']}   store: {data['store']['kind']}")
     for repo in data["repos"]:
         output.out.print(f"[bold]{escape(repo['path'])}[/]  ({repo['worktree_changes']} work-tree change(s) not indexed)")
-        for b in repo["branches"]:
+        freshes = [_freshness(b) for b in repo["branches"]]
+        width = max([40, *map(len, freshes)])  # the points column lines up under the longest
+        for b, fresh in zip(repo["branches"], freshes):
             mark = "*" if b["current"] else " "
-            head = str(b["head"])[:12] if b["head"] else "not checked out"
-            indexed = str(b["indexed_commit"])[:12] if b["indexed_commit"] else "nothing yet (first index not finished)"
-            fresh = "up to date" if b["up_to_date"] else f"indexed {indexed}, head {head}"
             size = f"{b['collection_bytes'] / 1e6:.1f} MB" if b["materialized"] else "dropped (rebuilt on use)"
-            output.out.print(f" {mark} {escape(_pad(b['name'], 24))} {fresh:<40} {b['points']:>7} points  {size}")
+            output.out.print(f" {mark} {escape(_pad(b['name'], 24))} {escape(fresh.ljust(width))} {b['points']:>7} points  {size}")
             if b["current"] and b.get("skipped"):
                 skipped = ", ".join(f"{n} {reason}" for reason, n in b["skipped"].items())
                 output.out.print(f"   skipped files: {skipped}", markup=False)
@@ -75,6 +74,20 @@ def _print(data: dict[str, Any]) -> None:
             output.out.print("   nothing indexed yet: run `gitrag index`")
         if repo["data_dir"] is not None:
             output.out.print(f"   state: {repo['state_bytes'] / 1e6:.1f} MB in {repo['data_dir']}", markup=False)
+
+
+def _freshness(b: dict[str, Any]) -> str:
+    """A branch's index against its head, saying what a name without a head is: a branch deleted
+    in git (gc forgets it), the view of a detached HEAD not checked out here now."""
+    indexed = str(b["indexed_commit"])[:12] if b["indexed_commit"] else "nothing yet (first index not finished)"
+    kind = b.get("kind")  # a daemon of an older gitrag sends none
+    if b["up_to_date"]:
+        return "up to date"
+    if kind == "deleted" or (kind is None and b["head"] is None and not b["current"]):
+        return f"indexed {indexed}; branch deleted in git: `gitrag gc` forgets it"
+    if kind == "detached" and b["head"] is None:
+        return f"indexed {indexed}; a detached HEAD's view, not checked out now"
+    return f"indexed {indexed}, head {str(b['head'])[:12] if b['head'] else 'none (no commit)'}"
 
 
 def _pad(text: str, width: int) -> str:
