@@ -416,6 +416,24 @@ def test_a_question_holding_a_nul_is_refused_the_same_way_on_both_routes(
     assert fine.returncode == 0 and "util/strings.py" in fine.stdout.decode()
 
 
+def test_ask_expand_adds_at_most_k_results_in_json_and_print(repo: Repo) -> None:
+    """``ask -k 2 --expand 1`` on a function calling 12 helpers listed all 12 after the 2
+    results; at most 2 now, the same ones in --json and on the terminal."""
+    for i in range(12):
+        repo.write(f"pkg/helper{i}.py", f"def helper_{i}(x):\n    return x + {i}\n")
+    calls = "".join(f"    x = helper_{i}(x)\n" for i in range(12))
+    repo.write("pkg/main.py", "".join(f"from pkg.helper{i} import helper_{i}\n" for i in range(12))
+               + f"\n\ndef orchestrate(x):\n{calls}    return x\n")
+    repo.commit("a fan-out")
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    ask = ["ask", "orchestrate", "-k", "2", "--expand", "1", "--no-answer", "--mode", "sparse"]
+    data = json.loads(gitrag(*ask, "--json", cwd=repo.path).stdout)
+    added = [r for r in data["results"] if r["expanded_from"]]
+    assert data["results"][0]["symbol"] == "orchestrate" and len(added) == 2 and len(data["results"]) <= 4
+    human = [line for line in gitrag(*ask, cwd=repo.path).stdout.splitlines() if "(used by " in line]
+    assert [line.split()[1] for line in human] == [f"{r['path']}:{r['start_line']}-{r['end_line']}" for r in added]
+
+
 def test_status_counts_skipped_files_per_kind_of_reason(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     repo.write("web/one.js", b"x" * 200_000 + b"\n")  # one line of 200,000 bytes and its newline
     repo.write("web/two.js", b"var a=" + b"f(1)," * 30_000 + b"0;")

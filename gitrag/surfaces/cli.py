@@ -107,7 +107,8 @@ def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float,
               help="Rank files instead of chunks: each file with its best chunks (which files to open).")
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
-              help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
+              help="Also list the definitions the top results call or inherit from, up to HOPS edges away: "
+                   "at most -k of them, after the -k results.")
 @click.option("--blame", is_flag=True, help="Give each result the last commit that changed its lines (git blame of "
               "the range: commit, date, author, subject).")
 @click.option("--committed", is_flag=True, help="Search the indexed commit only; by default uncommitted work-tree "
