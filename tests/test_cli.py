@@ -248,7 +248,10 @@ def test_a_path_or_exclude_that_names_no_indexed_file_says_so_on_stderr(project:
     gitrag("index", cwd=project.path)
     typo = gitrag("ask", "slugify text", "--path", "/nonexistent", cwd=project.path)
     assert typo.returncode == 0 and typo.stdout.startswith("no results with --path /nonexistent")  # as no results
-    assert typo.stderr.strip() == "--path /nonexistent matches no indexed file"
+    assert typo.stderr.strip() == ("--path /nonexistent matches no indexed file (`git ls-files` lists the "
+                                   "repository's files)")
+    near = gitrag("ask", "slugify text", "--path", "utl/", cwd=project.path)
+    assert near.returncode == 0 and near.stderr.strip() == "--path utl/ matches no indexed file; nearest: util/"
     as_json = gitrag("ask", "slugify text", "--path", "/nonexistent", "--json", "--no-answer", cwd=project.path)
     assert json.loads(as_json.stdout)["results"] == [] and "matches no indexed file" in as_json.stderr
     # a glob that leaves nothing out is named; one that matches a file, and a --path that matches, are not
