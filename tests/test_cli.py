@@ -261,7 +261,10 @@ def test_a_path_or_exclude_that_names_no_indexed_file_says_so_on_stderr(project:
     gitrag("index", cwd=project.path)
     typo = gitrag("ask", "slugify text", "--path", "/nonexistent", cwd=project.path)
     assert typo.returncode == 0 and typo.stdout.startswith("no results with --path /nonexistent")  # as no results
-    assert typo.stderr.strip() == "--path /nonexistent matches no indexed file"
+    assert typo.stderr.strip() == ("--path /nonexistent matches no indexed file (`git ls-files` lists the "
+                                   "repository's files)")
+    near = gitrag("ask", "slugify text", "--path", "utl/", cwd=project.path)
+    assert near.returncode == 0 and near.stderr.strip() == "--path utl/ matches no indexed file; nearest: util/"
     as_json = gitrag("ask", "slugify text", "--path", "/nonexistent", "--json", "--no-answer", cwd=project.path)
     assert json.loads(as_json.stdout)["results"] == [] and "matches no indexed file" in as_json.stderr
     # a glob that leaves nothing out is named; one that matches a file, and a --path that matches, are not
@@ -395,8 +398,56 @@ def test_ask_dash_reads_a_question_longer_than_a_command_line_from_stdin(
     empty = subprocess.run(run, cwd=project.path, input=b" \n", capture_output=True, timeout=300)
     assert empty.returncode == 2 and b"the question is empty" in empty.stderr
     huge = subprocess.run(run, cwd=project.path, input=b"x" * 500_001, capture_output=True, timeout=300)
-    assert huge.returncode == 2 and b"the question is 500,001 characters long; at most 500,000" in huge.stderr
+    assert (huge.returncode, huge.stdout) == (2, b"")
+    assert huge.stderr.decode().splitlines() == [  # the limit, and how to pass the start of a file
+        "gitrag: error: the question is 500,001 characters long; at most 500,000: shorten it, or pass a file's first "
+        "500,000 bytes (`head -c 500000 FILE | gitrag ask -`)"]
     assert "reads the question from stdin" in " ".join(gitrag("ask", "--help").stdout.split())
+
+
+def test_ask_help_states_the_question_limit() -> None:
+    from gitrag.daemon.protocol import MAX_QUESTION
+
+    text = " ".join(gitrag("ask", "--help").stdout.split())
+    assert f"A question holds at most {MAX_QUESTION:,} characters, and no NUL." in text
+    assert "(`gitrag ask - < FILE`)" in text
+
+
+@pytest.mark.parametrize("with_daemon", [False, True])
+def test_a_question_holding_a_nul_is_refused_the_same_way_on_both_routes(
+        project: Repo, request: pytest.FixtureRequest, with_daemon: bool) -> None:
+    """The daemon's protocol refuses a NUL in a question; an in-process answer (no daemon) used to
+    answer it. Both routes now give the same one line and exit 2; so does ``log``."""
+    assert gitrag("index", cwd=project.path).returncode == 0
+    if with_daemon:
+        request.getfixturevalue("daemon")
+    said = ("gitrag: error: the question holds a NUL character (character 5); a question is text: remove it "
+            "(`tr -d '\\000'` drops them from a piped file)")
+    for command in (["ask", "-", "-k", "1"], ["ask", "-", "--json"], ["log", "-"]):
+        done = subprocess.run([sys.executable, "-m", "gitrag", *command], cwd=project.path, input=b"slug\0ify text",
+                              capture_output=True, timeout=300)
+        assert (done.returncode, done.stdout, done.stderr.decode().splitlines()) == (2, b"", [said]), command
+    fine = subprocess.run([sys.executable, "-m", "gitrag", "ask", "-", "-k", "1"], cwd=project.path,
+                          input=b"slugify text", capture_output=True, timeout=300)
+    assert fine.returncode == 0 and "util/strings.py" in fine.stdout.decode()
+
+
+def test_ask_expand_adds_at_most_k_results_in_json_and_print(repo: Repo) -> None:
+    """``ask -k 2 --expand 1`` on a function calling 12 helpers listed all 12 after the 2
+    results; at most 2 now, the same ones in --json and on the terminal."""
+    for i in range(12):
+        repo.write(f"pkg/helper{i}.py", f"def helper_{i}(x):\n    return x + {i}\n")
+    calls = "".join(f"    x = helper_{i}(x)\n" for i in range(12))
+    repo.write("pkg/main.py", "".join(f"from pkg.helper{i} import helper_{i}\n" for i in range(12))
+               + f"\n\ndef orchestrate(x):\n{calls}    return x\n")
+    repo.commit("a fan-out")
+    assert gitrag("index", cwd=repo.path).returncode == 0
+    ask = ["ask", "orchestrate", "-k", "2", "--expand", "1", "--no-answer", "--mode", "sparse"]
+    data = json.loads(gitrag(*ask, "--json", cwd=repo.path).stdout)
+    added = [r for r in data["results"] if r["expanded_from"]]
+    assert data["results"][0]["symbol"] == "orchestrate" and len(added) == 2 and len(data["results"]) <= 4
+    human = [line for line in gitrag(*ask, cwd=repo.path).stdout.splitlines() if "(used by " in line]
+    assert [line.split()[1] for line in human] == [f"{r['path']}:{r['start_line']}-{r['end_line']}" for r in added]
 
 
 def test_status_counts_skipped_files_per_kind_of_reason(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -315,6 +315,41 @@ def test_errors_are_tool_errors_and_the_server_keeps_serving(indexed: Repo, tmp_
     assert "Traceback" not in (tmp_path / "server.err").read_text()
 
 
+def test_an_unknown_language_path_prefix_or_argument_is_a_tool_error(indexed: Repo, tmp_path: Path) -> None:
+    """search_code (and find_related) took an unknown language, a path_prefix no indexed file
+    starts with, and arguments it does not have, and answered an empty (or unfiltered) list:
+    each is now a tool error (is_error) of one line, as the MCP spec's tool errors are; the
+    schemas say additionalProperties: false. A NUL in the query is named as the query's."""
+    from gitrag.index.chunking.languages import LANGUAGES
+
+    async def body(s: ClientSession) -> None:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
+        known = ", ".join(LANGUAGES)
+        for tool, args in (("search_code", {"query": "greet"}), ("find_related", {"path": "app/util.py", "line": 4})):
+            said = await _gitrag_error(s, tool, **args, language="klingon")
+            assert said == f"Error executing tool {tool}: unknown language 'klingon'; known: {known}"
+            said = await _gitrag_error(s, tool, **args, path_prefix="ap/")
+            assert said == f"Error executing tool {tool}: path_prefix 'ap/' matches no indexed file; nearest: app/"
+            said = await _gitrag_error(s, tool, **args, path_prefix="zzzz/")
+            assert said.endswith("path_prefix 'zzzz/' matches no indexed file (`git ls-files` lists the "
+                                 "repository's files)")
+        said = await _gitrag_error(s, "search_code", query="greet", foo=1, langauge="python")
+        assert said == ("Error executing tool search_code: unknown argument 'foo'; unknown argument 'langauge' "
+                        "(known: query, k, mode, path_prefix, language, exclude, files, offset, committed, rev)")
+        assert await _gitrag_error(s, "index_status", verbose=True) == (
+            "Error executing tool index_status: unknown argument 'verbose' (known: none)")
+        said = await _gitrag_error(s, "search_code", query="gr\0eet")
+        assert said == ("Error executing tool search_code: the query holds a NUL character (character 3); "
+                        "a query is text: remove it")
+        # what is known still answers: a language in any case, a prefix that matches, nothing left by both
+        assert (await _ok(s, "search_code", query="greet", language="Python", path_prefix="app/"))["results"]
+        assert (await _ok(s, "search_code", query="greet", language="go", path_prefix="app/"))["results"] == []
+
+    _drive(indexed.path, tmp_path, body)
+    assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
 def test_unindexed_repository(repo: Repo, tmp_path: Path) -> None:
     repo.write("a.py", "x = 1\n")
     repo.commit("one")

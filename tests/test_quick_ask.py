@@ -60,7 +60,7 @@ def test_plain_forms_are_read_as_click_reads_them(argv: list[str]) -> None:
 @pytest.mark.parametrize("argv", [
     [], ["--help"], ["-h", "x"], ["x", "-k", "0"], ["x", "-k", "201"], ["x", "-k", "three"], ["x", "--mode", "fuzzy"],
     ["x", "--lang", "python"], ["x", "--exclude", "docs/**"], ["-"], ["   "], ["x", "y"], ["x", "--json=1"],
-    ["x", "--nope"], ["x", "--repo"], ["x", "--expand", "4"], ["x", "-k", "-3"], ["x" * 500_001],
+    ["x", "--nope"], ["x", "--repo"], ["x", "--expand", "4"], ["x", "-k", "-3"], ["x" * 500_001], ["slug\0ify"],
 ])
 def test_other_forms_are_left_to_click(argv: list[str]) -> None:
     assert quick_ask(argv) is None

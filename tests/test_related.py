@@ -86,6 +86,30 @@ def test_a_bad_location_is_one_line(copies: Repo) -> None:
         assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("with_daemon", [False, True])
+def test_a_path_filter_that_names_no_indexed_file_is_one_line_with_the_nearest(
+        copies: Repo, request: pytest.FixtureRequest, with_daemon: bool) -> None:
+    """``related X --path P`` where no indexed file starts with P printed "no results", exit 0: now
+    one line naming the nearest prefixes (or how to list the files), exit 1 as for a PATH that is
+    not indexed; in --json too. A --path that matches, with nothing left by --lang, is still no results."""
+    if with_daemon:
+        request.getfixturevalue("daemon")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gitrag", "related", "algo/merge.py:8", *args, "--repo",
+                               str(copies.path)], capture_output=True, text=True, check=False)
+
+    for args, said in ((("--path", "nett/"), "--path nett/ matches no indexed file; nearest: net/"),
+                       (("--path", "net/retyr.py", "--json"), "--path net/retyr.py matches no indexed file; nearest: "
+                                                               "net/retry.py, net/http.py"),
+                       (("--path", "zzzz/"), "--path zzzz/ matches no indexed file (`git ls-files` lists the "
+                                             "repository's files)")):
+        proc = run(*args)
+        assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (1, "", [f"gitrag: error: {said}"]), args
+    left_out = run("--path", "net/", "--lang", "ruby")
+    assert left_out.returncode == 0 and "no results" in left_out.stdout and left_out.stderr == ""
+
+
 def test_mcp_find_related(copies: Repo, tmp_path) -> None:
     from tests.test_mcp import _drive, _gitrag_error, _ok
 

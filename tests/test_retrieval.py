@@ -110,6 +110,41 @@ def test_expand_appends_the_definitions_top_results_depend_on(indexed: Repo) -> 
     assert "def backoff_delay" in extra[0].snippet
 
 
+def _fan_out(repo: Repo, callees: int) -> None:
+    """``pkg/main.py``'s ``orchestrate`` calls ``callees`` helpers, one file each."""
+    for i in range(callees):
+        body = "".join(f"    y{j} = x * {j} + {i}\n" for j in range(8))
+        repo.write(f"pkg/helper{i}.py", f"def helper_{i}(x):\n    \"\"\"Step {i} of the pipeline.\"\"\"\n{body}    return y0\n")
+    imports = "".join(f"from pkg.helper{i} import helper_{i}\n" for i in range(callees))
+    calls = "".join(f"    x = helper_{i}(x)\n" for i in range(callees))
+    repo.write("pkg/main.py", f"{imports}\n\ndef orchestrate(x):\n{calls}    return x\n")
+    repo.commit("a fan-out")
+    index(repo.path)
+
+
+def test_expand_adds_at_most_k_definitions(repo: Repo) -> None:
+    """A new user's ``ask -k 1 --expand 1`` listed all 40 callees of the top result: the
+    expansion now keeps the best ``k`` of them (search and ask, any mode, any offset)."""
+    from gitrag.query.retrieval import _expansions
+
+    _fan_out(repo, 12)
+    with open_workspace(repo.path) as ws:
+        for mode in ("sparse", "hybrid"):
+            for k in (1, 3):
+                plain = search(ws, "orchestrate the pipeline", k=k, mode=mode)
+                got = search(ws, "orchestrate the pipeline", k=k, mode=mode, expand=1)
+                assert got[: len(plain)] == plain and plain[0].symbol == "orchestrate", mode
+                extra = got[len(plain):]
+                uncapped = _expansions(ws, "main", plain, 1, None)
+                assert len(uncapped) > k and len(extra) == k, (mode, k)  # more were there: k of them are kept
+                assert [r.point_id for r in extra] == [r.point_id for r in uncapped[:k]]  # the best, in order
+                assert all(r.expanded_from.startswith("pkg/main.py:") for r in extra)
+                asked = ask(ws, "orchestrate the pipeline", k=k, mode=mode, expand=1).results
+                assert [r.point_id for r in asked] == [r.point_id for r in got], (mode, k)
+        page = ask(ws, "orchestrate the pipeline", k=2, mode="hybrid", offset=1, expand=1).results
+        assert len(page) <= 4 and len([r for r in page if r.expanded_from]) <= 2
+
+
 # -- --exclude, merged pieces, ranked files ------------------------------------------------
 
 
@@ -271,9 +306,9 @@ def test_expand_links_no_test_code_and_no_method_by_its_name_alone(repo: Repo) -
     repo.commit("engine and its tests")
     index(repo.path)
     with open_workspace(repo.path) as ws:
-        got = search(ws, "schedule nightly batch", k=1, mode="sparse", expand=1)
+        got = search(ws, "schedule nightly batch", k=2, mode="sparse", expand=1)  # k=2: room for two expansions
     assert got[0].symbol.startswith("Scheduler"), got[0]
-    linked = {r.path for r in got[1:]}
+    linked = {r.path for r in got if r.expanded_from}
     assert "app/totals.py" in linked and "app/workers.py" in linked, linked  # compute_total, Runner.execute
     assert "tests/test_engine.py" not in linked, linked  # the test's compute_total and FakeRunner.execute
     assert "app/books.py" not in linked, linked  # job.close_books(): job names no class

@@ -72,9 +72,9 @@ def search(
     (k = 60, Cormack et al. 2009) instead of the ranking. ``disable``: ranking stages to
     switch off by name (gitrag.query.ranking.STAGES). Equal scores are ordered by path, start
     line and point id, so the same question gives the same list. ``expand`` > 0 appends,
-    after the ``k`` results, the definitions the top results call or inherit from, up to
-    that many hops away, scored ``parent score * 0.5 ** hops`` (``expanded_from`` names
-    the parent). ``merge``: touching pieces of one definition become one result
+    after the ``k`` results, at most ``k`` more: the best of the definitions the top results
+    call or inherit from, up to that many hops away, scored ``parent score * 0.5 ** hops``
+    (``expanded_from`` names the parent). ``merge``: touching pieces of one definition become one result
     (gitrag.query.ranking.pieces) before the top ``k`` are taken. ``scope.exclude`` globs are
     resolved against the branch's manifest here, so the store leaves those paths out of
     the query itself. ``overlay`` (gitrag.query.worktree): the work tree's changed files join
@@ -136,7 +136,7 @@ def search(
         results = merge_pieces(results)
     results = results[:k]
     if expand > 0:
-        results += _expansions(ws, branch.name, results, expand, scope, view)
+        results += _expansions(ws, branch.name, results, expand, scope, view)[:k]
     # the points about to be shown: vectors against their signatures, shown store payloads against their
     # digests (StoreDamaged); the work tree's chunks are not in the store: nothing there to check
     check_results(ws, coll, branch.fingerprint, (r.point_id for r in results if r.source != "worktree"), dense,
@@ -378,7 +378,8 @@ def _as_candidate(r: Result) -> ranking.Candidate:
 
 def _expansions(ws: Workspace, branch: str, results: list[Result], hops: int, scope: SearchFilter | None,
                 view: str | None = None) -> list[Result]:
-    """Chunks of the definitions the top results depend on (callees, bases), best first."""
+    """Chunks of the definitions the top results depend on (callees, bases), best first: all of
+    them (a caller keeps as many as it shows; ``search`` and ``ask`` at most ``k``)."""
     found: dict[str, Result] = {}
     parents = {r.point_id: r for r in results}
 
@@ -438,6 +439,7 @@ def ask(
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
+    ``expand``: as for :func:`search`, at most ``k`` definitions after the ``k`` results.
     ``files``: also rank the top ``k`` files (gitrag.query.file_results) from ``k`` x
     CANDIDATES_PER_FILE chunk candidates; ``results`` stay the top ``k`` chunks.
     ``worktree_overlay``: search the work tree's uncommitted files too (gitrag.query.worktree;
@@ -455,7 +457,8 @@ def ask(
                         snippets=False, overlay=overlay, view=view, disable=disable)
         results = chunks[offset : offset + k]
     if expand > 0:
-        results += _expansions(ws, view or ws.repo.branch(), results, expand, overlay.scope(scope) if overlay else scope)
+        results += _expansions(ws, view or ws.repo.branch(), results, expand,
+                               overlay.scope(scope) if overlay else scope)[:k]
     for r in results:
         r.snippet = read_snippet(ws, r, overlay)
     ranked_files = rank_files(chunks, offset + k)[offset:] if files else None

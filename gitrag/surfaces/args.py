@@ -4,7 +4,8 @@ every command uses, and the quick parse of the hot ``gitrag ask`` form.
 :func:`quick_ask` exists for one cost: importing click is about 40 ms of a ~100 ms client
 (bench/bench_daemon.py, "client CPU per ask"). It reads only the plain, valid forms of
 ``gitrag ask`` and declines everything else (``--help``, a bad value, an option it does not
-know, ``--lang``, ``--exclude``, a question from stdin) by returning None, so that click
+know, ``--lang``, ``--exclude``, a question from stdin, an empty or too long question or one holding
+a NUL) by returning None, so that click
 parses those and gives its own help and usage errors: a command line either means the same
 to both parsers or is click's alone (tests/test_quick_ask.py compares them).
 """
@@ -86,8 +87,8 @@ def quick_ask(argv: list[str]) -> dict[str, Any] | None:
     if len(question) != 1 or question[0] == "-":
         return None
     asked = text(question[0])
-    if not asked.strip() or len(asked) > MAX_QUESTION:
-        return None
+    if not asked.strip() or "\0" in asked or len(asked) > MAX_QUESTION:
+        return None  # click's ask gives the one-line error (cli._question)
     params.update(question=asked, path=repo_path(params["path"]))
     return params
 

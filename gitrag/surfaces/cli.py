@@ -12,7 +12,7 @@ import sys
 import click
 
 from gitrag import __version__
-from gitrag.errors import GitragError
+from gitrag.errors import BadUsage, GitragError
 from gitrag.surfaces.args import repo_path as _repo_path
 from gitrag.surfaces.args import text as _text
 from gitrag.surfaces.exits import run as _exit
@@ -108,7 +108,8 @@ def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float,
               help="Rank files instead of chunks: each file with its best chunks (which files to open).")
 @click.option("--no-answer", is_flag=True, help="Only the ranked citations, never a written answer.")
 @click.option("--expand", type=click.IntRange(0, 3), default=0, show_default=True, metavar="HOPS",
-              help="Also list the definitions the top results call or inherit from, up to HOPS edges away.")
+              help="Also list the definitions the top results call or inherit from, up to HOPS edges away: "
+                   "at most -k of them, after the -k results.")
 @click.option("--blame", is_flag=True, help="Give each result the last commit that changed its lines (git blame of "
               "the range: commit, date, author, subject).")
 @click.option("--committed", is_flag=True, help="Search the indexed commit only; by default uncommitted work-tree "
@@ -125,7 +126,8 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
     """Answer QUESTION with ranked code locations (path:start-end, symbol, score, snippet).
 
     QUESTION "-" reads the question from stdin (UTF-8, up to end of input): for questions
-    too long for a command line (one argument may hold at most 128 KiB) or made by a program.
+    too long for a command line (one argument may hold at most 128 KiB) or made by a program
+    (`gitrag ask - < FILE`). A question holds at most 500,000 characters, and no NUL.
 
     \b
     Examples:
@@ -137,22 +139,14 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
       gitrag ask "retry policy" --committed     # as of the indexed commit, ignoring uncommitted edits
       gitrag ask "retry policy" --rev v1.0      # as of the tag v1.0
     """
+    from gitrag.daemon.protocol import MAX_QUESTION
     from gitrag.surfaces.commands.ask import from_options
 
-    if question == "-":
-        question = _stdin_text()
-    question, path, exclude = _text(question), _repo_path(path), tuple(_repo_path(g) for g in exclude)
-    if not question.strip():
-        raise click.BadParameter("the question is empty", param_hint="QUESTION")
-    from gitrag.daemon.protocol import MAX_QUESTION
-
-    if len(question) > MAX_QUESTION:
-        raise click.BadParameter(f"the question is {len(question):,} characters long; at most {MAX_QUESTION:,}",
-                                 param_hint="QUESTION")
-    params = {"question": question, "repo": repo, "k": k, "mode": mode, "path": path, "lang": _language(lang),
-              "exclude": exclude, "files": files, "no_answer": no_answer, "expand": expand, "blame": blame,
-              "committed": committed, "rev": rev, "offset": offset, "as_json": as_json}
-    _exit(lambda: from_options(params))
+    path, exclude = _repo_path(path), tuple(_repo_path(g) for g in exclude)
+    params = {"repo": repo, "k": k, "mode": mode, "path": path, "lang": _language(lang), "exclude": exclude,
+              "files": files, "no_answer": no_answer, "expand": expand, "blame": blame, "committed": committed,
+              "rev": rev, "offset": offset, "as_json": as_json}
+    _exit(lambda: from_options({**params, "question": _question(question, MAX_QUESTION)}))
 
 
 @cli.command("log")
@@ -174,12 +168,8 @@ def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
     """
     from gitrag.surfaces.commands.log import log as run
 
-    if question == "-":
-        question = _stdin_text()
-    question, path = _text(question), _repo_path(path)
-    if not question.strip():
-        raise click.BadParameter("the question is empty", param_hint="QUESTION")
-    _exit(lambda: run(question, repo, k, path, as_json))
+    path = _repo_path(path)
+    _exit(lambda: run(_question(question), repo, k, path, as_json))
 
 
 @cli.command()
@@ -372,6 +362,23 @@ def mcp(repo: str) -> None:
     from gitrag.surfaces.mcp import serve
 
     _exit(lambda: serve(repo))
+
+
+def _question(value: str, limit: int | None = None) -> str:
+    """QUESTION as a command answers it: ``-`` read from stdin, bytes that are not UTF-8 made
+    U+FFFD (``_text``). Raises BadUsage (exit 2, one line) when it is empty, holds a NUL
+    character (whichever route answers: the daemon's protocol refuses one, so this process
+    refuses it too) or is longer than ``limit`` characters."""
+    question = _text(_stdin_text() if value == "-" else value)
+    if not question.strip():
+        raise BadUsage("the question is empty")
+    if "\0" in question:
+        raise BadUsage(f"the question holds a NUL character (character {question.index(chr(0)) + 1:,}); a question "
+                       "is text: remove it (`tr -d '\\000'` drops them from a piped file)")
+    if limit is not None and len(question) > limit:
+        raise BadUsage(f"the question is {len(question):,} characters long; at most {limit:,}: shorten it, or pass "
+                       f"a file's first {limit:,} bytes (`head -c {limit} FILE | gitrag ask -`)")
+    return question
 
 
 def _stdin_text() -> str:

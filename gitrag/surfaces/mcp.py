@@ -34,6 +34,7 @@ from gitrag.daemon import launch, revive, routing
 from gitrag.errors import EXIT_OK, GitragError
 from gitrag.errors import ToolInputError as ToolInputError  # defined there, named here too
 from gitrag.index.chunking import CHUNKER_VERSION
+from gitrag.index.chunking.languages import LANGUAGES
 from gitrag.index.store import SearchFilter
 from gitrag.index.symbols import (
     RELATIONS,
@@ -83,6 +84,15 @@ def clean_path(path: str, *, prefix: bool = False) -> str:
     return out + "/" if prefix and out and raw.endswith("/") else out
 
 
+def _language(value: str) -> str:
+    """A tool's ``language``, lower-cased; ToolInputError listing the known names when files are
+    never indexed as it (as ``gitrag ask --lang`` says it)."""
+    lang = value.strip().lower()
+    if lang and lang not in LANGUAGES:
+        raise ToolInputError(f"unknown language {value!r}; known: {', '.join(LANGUAGES)}")
+    return lang
+
+
 _FRESH_FIELDS = ("branch", "commit", "head", "up_to_date", "worktree_changes")
 
 
@@ -124,13 +134,18 @@ class Tools:
     def search_code(self, query: str, k: int, mode: str, path_prefix: str, language: str,
                     exclude: Sequence[str] = (), files: bool = False, offset: int = 0,
                     committed: bool = False, rev: str = "") -> dict[str, Any]:
+        if "\0" in query:  # the daemon's protocol refuses it too, in its own words
+            raise ToolInputError(f"the query holds a NUL character (character {query.index(chr(0)) + 1:,}); "
+                                 "a query is text: remove it")
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
         globs = tuple(exclude)
-        lang = language.strip().lower()
+        lang = _language(language)
         SearchFilter(prefix, lang, globs)  # checks the globs before anything is sent
         routed = self._ask_daemon(query, k, mode, prefix, lang, globs, files, worktree=not committed, offset=offset,
                                   rev=rev.strip())
         results, fresh = routed.response.results, routed.response.freshness
+        if prefix and not results:
+            self._no_such_prefix(fresh.commit, prefix)
         keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
         out = {"query": query, "mode": mode, **fresh_fields(fresh), "offset": offset, "revision": rev.strip() or None,
                "results": [{key: getattr(r, key) for key in keep} for r in results]}
@@ -159,11 +174,13 @@ class Tools:
         """The chunks most like the one at ``path``:``line`` (gitrag.query.related), through the daemon."""
         clean = clean_path(path)
         prefix = clean_path(path_prefix, prefix=True) if path_prefix else ""
-        args = {"location": f"{clean}:{line}", "k": k, "path": prefix, "lang": language.strip().lower(),
+        args = {"location": f"{clean}:{line}", "k": k, "path": prefix, "lang": _language(language),
                 "exclude": [], "worktree": not committed, "offset": offset}
         for _ in range(3):
             data = routing.related(str(self.ws.repo.root), **args)
             if data is not None:
+                if prefix and not data["results"]:
+                    self._no_such_prefix(data["commit"], prefix)
                 keep = ("path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet", "source")
                 out = {"location": args["location"], **{f: data[f] for f in _FRESH_FIELDS}, "offset": offset,
                        "located": {key: data["located"][key] for key in keep},
@@ -247,6 +264,19 @@ class Tools:
         return busy if isinstance(busy, str) and busy else None
 
     # -- helpers -------------------------------------------------------------------------
+    def _no_such_prefix(self, commit: str | None, prefix: str) -> None:
+        """Raise ToolInputError when no file of ``commit``'s tree starts with ``prefix`` (the
+        nearest prefixes named, gitrag.query.prefixes): an empty list is not an answer to a typo."""
+        from gitrag.query import prefixes
+
+        try:
+            paths = [e.path for e in self.ws.repo.files(commit)] if commit else None
+        except Exception:  # noqa: BLE001 - a tree not here (a team answer's commit): the empty answer stands
+            paths = None
+        said = prefixes.unmatched(paths, prefix, f"path_prefix {prefix!r}") if paths is not None else None
+        if said:
+            raise ToolInputError(said)
+
     def _definitions(self, name: str, view: str | None = None) -> list[Definition]:
         found = find_definitions(self.ws, name, branch=view)
         if not found:
@@ -315,6 +345,13 @@ class _Server(MCPServer):
         await mcp_drain.serve_stdio(self._lowlevel_server)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        props = list(tool.parameters.get("properties", {})) if tool is not None else []
+        unknown = sorted(set(arguments) - set(props)) if tool is not None else []
+        if unknown:  # the schema says additionalProperties: false; the SDK would drop them unsaid
+            known = ", ".join(props) or "none"
+            raise ToolError(f"Error executing tool {name}: " + "; ".join(
+                f"unknown argument {a!r}" for a in unknown) + f" (known: {known})")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -409,6 +446,8 @@ def build_server(tools: Tools) -> MCPServer:
     def index_status() -> dict[str, Any]:
         return tools.run(tools.index_status)
 
+    for tool in server._tool_manager.list_tools():  # the SDK's own list: no public way to say it
+        tool.parameters["additionalProperties"] = False  # an unknown argument is refused (_Server.call_tool)
     return server
 
 

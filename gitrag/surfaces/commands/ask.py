@@ -85,27 +85,39 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
 
 def _unmatched(repo: str, r: AskResponse, path: str, exclude: tuple[str, ...], typed: str = "") -> list[str]:
     """One line per ``--path`` / ``--exclude`` that names no file of the answered commit's tree
-    (``--path /nonexistent matches no indexed file``): a typo otherwise looks like "nothing relevant".
+    (``--path utl/ matches no indexed file; nearest: util/``, gitrag.query.prefixes): a typo
+    otherwise looks like "nothing relevant".
     ``--path`` is checked only when nothing came back (a result proves it matched); an ``--exclude``
     glob always (it left nothing out). A tree that cannot be read (a team answer's commit not
     fetched here) says nothing: the answer stands without it. ``typed``: ``--path`` as given, for the line."""
     if not ((path and not r.results) or exclude) or r.freshness is None or not r.freshness.commit:
         return []
-    from gitrag.git.repo import GitRepo
     from gitrag.index.store.base import SearchFilter
+    from gitrag.query import prefixes
 
-    try:
-        paths = [e.path for e in GitRepo(repo).files(str(r.freshness.commit))]
-    except Exception:  # noqa: BLE001 - a hint only
+    paths = tree_paths(repo, str(r.freshness.commit))
+    if paths is None:
         return []
     out = []
-    if path and not r.results and not any(p.startswith(path) for p in paths):
-        out.append(f"--path {_printable(typed or path)} matches no indexed file")
+    said = prefixes.unmatched(paths, path, f"--path {_printable(typed or path)}") if path and not r.results else None
+    if said:
+        out.append(said)
     for glob in exclude:
         one = SearchFilter(exclude=(glob,))
         if not any(one.excludes(p) for p in paths):
             out.append(f"--exclude {_printable(glob)} matches no indexed file")
     return out
+
+
+def tree_paths(repo: str, commit: str) -> list[str] | None:
+    """Every file path of ``commit``'s tree (as the index spells them), or None when the tree
+    cannot be read (a team answer's commit not fetched here): for hints, which then say nothing."""
+    from gitrag.git.repo import GitRepo
+
+    try:
+        return [e.path for e in GitRepo(repo).files(commit)]
+    except Exception:  # noqa: BLE001 - a hint only
+        return None
 
 
 def _revived(repo: str) -> bool:

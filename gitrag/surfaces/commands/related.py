@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitrag.errors import EXIT_OK, StoreError
+from gitrag.errors import EXIT_OK, NotFound, StoreError
 from gitrag.git import quoting
 from gitrag.index.store import SearchFilter
 from gitrag.index.workspace import open_workspace
@@ -14,12 +14,19 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     from gitrag.daemon import routing
     from gitrag.query.related import parse_location, to_json
     from gitrag.query.related import related as run
-    from gitrag.surfaces.commands.ask import UNINDEXED_MARK, WORKTREE_MARK, _print, _revived, committed_unindexed
+    from gitrag.surfaces.commands.ask import (
+        UNINDEXED_MARK,
+        WORKTREE_MARK,
+        _print,
+        _printable,
+        _revived,
+        committed_unindexed,
+    )
     from gitrag.surfaces.shellpath import repository_prefix
 
     where, line = parse_location(location)
     where = _repository_path(where, repo)
-    path = repository_prefix(path, repo)  # as ask --path: what a shell gives (gitrag.surfaces.shellpath)
+    typed, path = path, repository_prefix(path, repo)  # as ask --path: what a shell gives (gitrag.surfaces.shellpath)
     scope = SearchFilter(path, lang, tuple(exclude)) if (path or lang or exclude) else None
     args = {"location": f"{where}:{line}", "k": k, "path": path, "lang": lang, "exclude": list(exclude),
             "worktree": worktree, "offset": offset}
@@ -37,6 +44,8 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
                 raise
         finally:
             ws.close()
+    if path and not data["results"]:  # a typo'd --path: say so, as for a PATH that is not indexed
+        _no_such_prefix(repo, data["commit"], path, f"--path {_printable(typed)}")
     if as_json:
         output.emit_json(data)
         return EXIT_OK
@@ -48,6 +57,18 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
     output.line(f"like {quoting.quote(here['path'])}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}")
     _print(response, unindexed=unindexed)
     return EXIT_OK
+
+
+def _no_such_prefix(repo: str, commit: str | None, path: str, named: str) -> None:
+    """Raise NotFound (exit 1, one line with the nearest prefixes, gitrag.query.prefixes) when no
+    file of ``commit``'s tree starts with ``path``: results that can never come are not an answer."""
+    from gitrag.query import prefixes
+    from gitrag.surfaces.commands.ask import tree_paths
+
+    paths = tree_paths(repo, commit) if commit else None
+    said = prefixes.unmatched(paths, path, named) if paths is not None else None
+    if said:
+        raise NotFound(said)
 
 
 def _repository_path(where: str, repo: str) -> str:
