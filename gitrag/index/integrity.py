@@ -177,16 +177,19 @@ def _check_matrix(where: str, found: list[str], matrix: np.ndarray, terms: list[
     q = None if query is None or not scores else np.asarray(query, dtype=np.float32).ravel()
     if q is not None and q.size != dim:
         q = None
-    left = _projections(dim) if q is None else np.concatenate([_projections(dim), q[None, :]])
-    prods = m @ left.T  # (n, 2 or 3): r1 . v, r2 . v (and q . v)
-    norms = np.einsum("ij,ij->i", m, m)  # |v|^2
+    # one product for all of it: (n, 2 or 3 + n): r1 . v, r2 . v (and q . v), then the Gram matrix,
+    # whose diagonal is |v|^2 (one BLAS call where an einsum and a second conversion cost more for ten points)
+    head = 2 if q is None else 3
+    both = m @ np.concatenate([_projections(dim)] + ([] if q is None else [q[None, :]]) + [m]).T
+    prods, norms = both[:, :head], both.diagonal(head)
     rows, nns, tol = prods.tolist(), norms.tolist(), SIG_TOLERANCE
     for p, nn, w, t in zip(rows, nns, sigs, terms, strict=True):
-        try:
+        try:  # |a - b| <= tol * max(1, |b|), its first case (|a - b| <= tol) tried alone first: no max() call
             ok = (isinstance(w, list) and len(w) == 6 and t is not None
-                  and abs(p[0] - w[0]) <= tol * max(1.0, abs(w[0])) and abs(p[1] - w[1]) <= tol * max(1.0, abs(w[1]))
-                  and abs(nn - w[2]) <= tol * max(1.0, abs(w[2]))
-                  and abs(sum(t.values) - w[3]) <= tol * max(1.0, abs(w[3]))
+                  and ((d := abs(p[0] - w[0])) <= tol or d <= tol * abs(w[0]))
+                  and ((d := abs(p[1] - w[1])) <= tol or d <= tol * abs(w[1]))
+                  and ((d := abs(nn - w[2])) <= tol or d <= tol * abs(w[2]))
+                  and ((d := abs(sum(t.values) - w[3])) <= tol or d <= tol * abs(w[3]))
                   and sum(t.indices) % 4294967296 == w[4] and len(t.indices) == w[5])
         except TypeError:  # a signature of something else than numbers
             ok = False
@@ -262,14 +265,15 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
     if not payloads and cache is not None and hasattr(cache, "get_signatures"):
         known = cache.get_signatures([i for i in wanted if i not in served])
     fast = getattr(ws.store, "vectors", None)
-    if not payloads and fast is not None and all(
-            i in known if i not in served else served[i].get(SIGNATURE) is not None for i in wanted):
+    if not payloads and fast is not None and (len(known) == len(wanted) if not served else all(
+            i in known if i not in served else served[i].get(SIGNATURE) is not None for i in wanted)):
         try:
             found, matrix, terms = fast(collection, wanted)
         except ValueError:  # dense vectors of different lengths: the slow path below says which point
             found = None
         if found is not None:
-            sigs = [served[p].get(SIGNATURE) if p in served else known[p] for p in found]
+            sigs = [known.get(p) for p in found] if not served else [
+                served[p].get(SIGNATURE) if p in served else known.get(p) for p in found]
             _check_matrix(where, found, matrix, terms, sigs, query, scores)
             return len(found)
     if payloads:
