@@ -112,7 +112,7 @@ def test_pin_lifts_named_definitions_just_above_the_rest_keeping_their_order() -
     assert ahead["def"].score == 3.0  # already above: nothing moves
 
 
-def test_a_long_question_pins_nothing_and_capitalised_words_do_not_pin() -> None:
+def test_only_a_one_token_question_pins() -> None:
     from gitrag.query.ranking.stages import boost_definitions
 
     def run(question: str) -> dict[str, Candidate]:
@@ -122,6 +122,18 @@ def test_a_long_question_pins_nothing_and_capitalised_words_do_not_pin() -> None
                           lambda s: [Candidate(s.path, s.path, 1, 5)])
         return cands
 
-    assert run("where is lookupName defined")["a.py"].pinned
+    assert run("lookupName")["a.py"].pinned and run("`lookupName`")["a.py"].pinned
+    assert not run("where is lookupName defined")["a.py"].pinned  # a name in a sentence: the answer may be elsewhere
     assert not run("how does the Writer pick names")["a.py"].pinned
     assert not run("lookupName fails " + "with a long log line " * 20)["a.py"].pinned
+
+
+def test_past_fixes_never_lift_a_chunk_over_a_named_definition() -> None:
+    from gitrag.query.ranking.history_prior import apply_history_prior
+
+    cands = {"def": Candidate("def", "writer.py", 1, 5, score=1.7, named=True),
+             "caller": Candidate("caller", "names.py", 1, 5, score=1.0),
+             "other": Candidate("other", "misc.py", 1, 5, score=0.9)}
+    apply_history_prior(cands, {"names.py": 1.0, "misc.py": 0.5})
+    assert (cands["def"].score, cands["caller"].score) == (pytest.approx(3.4), pytest.approx(2.0))
+    assert cands["other"].score == pytest.approx(1.35)

@@ -70,8 +70,8 @@ def describe() -> dict[str, str]:
         "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
         "history": f"files changed by past commits whose messages resemble the question x(1 + {_x(h.STRENGTH)} x "
                    "share), share <= 1 (similar fixes)",
-        "pin": f"definitions the question names verbatim (it is one code token, or a short question's code token; "
-               f"at most {s.MAX_DEFINITIONS} sites) end x{_x(s.PIN_MARGIN)} above every chunk it does not name",
+        "pin": f"the definitions a one-token question names (at most {s.MAX_DEFINITIONS} sites) end "
+               f"x{_x(s.PIN_MARGIN)} above every chunk it does not name",
         "history-files": f"the similar fixes' files (share >= {_x(h.ADD_MIN_SHARE)}, at most {h.ADD_FILES}) join the "
                          "candidates with their chunks either list returned at any depth read, on those chunks' own "
                          "scores",
