@@ -217,8 +217,8 @@ def written_segments(name: str) -> list[str]:
     return [p for p in _SEPARATOR.split(name) if p]
 
 
-def named_sites(name: str, exact_case: bool,
-                definitions: Callable[[str, bool], list[DefinitionSite]]) -> list[DefinitionSite]:
+def named_sites(name: str, exact_case: bool, definitions: Callable[[str, bool], list[DefinitionSite]],
+                modules: bool = True) -> list[DefinitionSite]:
     """The definition sites a name written in a question means, by how it is written:
 
     - a leading receiver is not part of the name (``$this->send``, ``self.close`` -> ``send``,
@@ -229,7 +229,9 @@ def named_sites(name: str, exact_case: bool,
       looks like code by itself, else none (``#include``, a ``$HOME``);
     - a qualifier that no definition encloses may name the module (``click.echo``,
       ``utils.parse``, ``pkg.Func``): the bare name's definitions in a file or folder named
-      so.
+      so, when ``modules`` (not for a long question: there a dotted name is mostly what a
+      program printed, ``shop.rules.Invalid: 0`` closing a traceback, and the frames say where
+      it ran).
 
     Otherwise ``definitions(name, exact_case)`` as it is."""
     from gitrag.query.ranking.query import SIGIL, query_identifiers
@@ -247,7 +249,7 @@ def named_sites(name: str, exact_case: bool,
         if spelled or not query_identifiers(last[1:]):
             return spelled
         return definitions(".".join([*segs[:-1], last[1:]]), exact_case)
-    if sites or len(segs) == 1:
+    if sites or len(segs) == 1 or not modules:
         return sites
     qualifiers = {q.lower().lstrip("#$") for q in segs[:-1]}
     return [x for x in definitions(last, exact_case) if qualifiers & _path_names(x.path)]
@@ -305,7 +307,7 @@ def boost_definitions(
         if name in seen or (query.long and used >= LONG_MAX_IDENTIFIERS):
             continue
         seen.add(name)
-        sites = named_sites(name, exact_case, definitions)
+        sites = named_sites(name, exact_case, definitions, modules=not query.long)
         if not sites or len(sites) > MAX_DEFINITIONS:
             continue
         if query.long:
