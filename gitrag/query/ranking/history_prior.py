@@ -13,8 +13,11 @@ weights, without letting a one-file typo fix dominate); a commit changing more t
 MAX_FIX_FILES paths (an import, a reformat, a release) says nothing about where a change
 lives, and it also keeps the prior off single-commit corpora (an sdist imported in one
 commit), where there is no history to learn from. The prior only reorders candidates the
-code lists found (it adds none) and is bounded (x1 to x2), so it can reorder files but
-never bury a definition the question names (``definitions`` gains 3x the top).
+code lists found (it adds none) and is bounded (x1 to x2), so it can reorder files; a chunk
+the question names (a definition of a name in it, a traceback frame's) is scaled as the best
+file is, x2: the boost of a name inside a sentence is only 1.5x the top, and after the prose
+prior a caller in a file past fixes changed, doubled, outranked the definition (javapoet
+"where is lookupName defined", ky "where is isTimeoutError defined").
 
 Honesty: at an issue's base commit only earlier commits exist, so nothing leaks from the
 future; but the fix itself and any commit that cites the issue number cannot be there,
@@ -105,6 +108,6 @@ def apply_history_prior(cands: dict[str, Candidate], prior: dict[str, float], st
     if top <= 0:
         return
     for c in cands.values():
-        share = prior.get(c.path, 0.0) / top
+        share = 1.0 if c.named else prior.get(c.path, 0.0) / top  # past fixes never lift a chunk over a named one
         if share:
             c.score *= 1.0 + strength * share

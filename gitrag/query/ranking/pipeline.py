@@ -2,8 +2,8 @@
 
 Order: fusion (dense weight by query type) -> a pasted issue's parts' lists fused in (multi-query) -> the
 similar fixes' files join -> definitions -> quoted messages -> named files join -> path match -> imported modules -> coherence ->
-path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix prior -> greedy
-top-k with file saturation. Each stage can be switched off by name
+path priors -> generated copies -> import lists -> prose prior -> role priors -> similar-fix prior -> named
+definitions pinned above the rest -> greedy top-k with file saturation. Each stage can be switched off by name
 (:data:`STAGES`) to measure what it adds (``gitrag eval --ablate STAGE``).
 """
 
@@ -70,6 +70,8 @@ def describe() -> dict[str, str]:
         "long-query": "long questions: traceback frames, paths, names; a digest is embedded, terms weighed by count",
         "history": f"files changed by past commits whose messages resemble the question x(1 + {_x(h.STRENGTH)} x "
                    "share), share <= 1 (similar fixes)",
+        "pin": f"the definitions a one-token question names (at most {s.MAX_DEFINITIONS} sites) end "
+               f"x{_x(s.PIN_MARGIN)} above every chunk it does not name",
         "history-files": f"the similar fixes' files (share >= {_x(h.ADD_MIN_SHARE)}, at most {h.ADD_FILES}) join the "
                          "candidates with their chunks either list returned at any depth read, on those chunks' own "
                          "scores",
@@ -264,4 +266,6 @@ def rank(
         stages.apply_role_priors(cands, query)
     if prior:
         history_prior.apply_history_prior(cands, prior)
+    if "pin" not in off:
+        stages.pin_named(cands)
     return stages.select(cands, k, saturation="saturation" not in off)

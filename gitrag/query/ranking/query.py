@@ -4,8 +4,8 @@ long question (a pasted issue, traceback or test output), the parts that carry t
 :func:`analyse` turns the question text into a :class:`Query`:
 
 - ``symbol_like``: the whole question is one code token (``HTTPAdapter``, ``Sinatra::Base``,
-  ``_private``, ``Flask``); a lower-case single word (``session``) is a natural-language
-  query (semble 0.7.0's rule, MIT).
+  ``_private``, ``Flask``, a private member ``#fetch``, a ``$var``), back-quoted or not; a
+  lower-case single word (``session``) is a natural-language query (semble 0.7.0's rule, MIT).
 - ``identifiers``: code names written in the question (:func:`query_identifiers`), and
   ``capitalised``: plain capitalised words not at a sentence start (``Depends`` in
   "how is Depends resolved") and the word of a one-word question, which count only where
@@ -36,15 +36,21 @@ CODE_TERM_BOOST = 2.0  # weight multiplier of terms that come from code names, p
 
 _BACKTICK = re.compile(r"`([^`\s]{2,80})`")
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
-_TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)*(?:\(\))?")
+#: A code token: a name, optionally led by a sigil (``#`` of a JavaScript/TypeScript private
+#: member, ``$`` of a PHP/shell variable or a JavaScript name) and qualified by ``.``, ``::``,
+#: ``#`` or ``->``. ``@`` is no sigil here: in an issue it is a person (``@octocat``).
+_TOKEN = re.compile(r"(?<![\w#$])#?[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)#?[A-Za-z_$][\w$]*)*(?:\(\))?")
+#: A sigil-led name (``#fetch``, ``$config``): the sigil is part of how the code spells it.
+SIGIL = re.compile(r"^[#$][A-Za-z_][\w$]*$")
 _CAMEL_INNER = re.compile(r"[a-z0-9][A-Z]")
 _CAPITALISED = re.compile(r"(?<![\w.`])([A-Z][A-Za-z0-9]*[a-z0-9][A-Za-z0-9]*|[A-Z]{2,}[a-z]*)(?![\w`])")
 _SENTENCE_MARKS = ".!?:"  # the last non-space character before a sentence's first word
 _SYMBOL_QUERY = re.compile(
-    r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\\|->|\.|#)[A-Za-z_$][\w$]*)+"  # qualified: a.b, A::B
+    r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\\|->|\.|#)#?[A-Za-z_$][\w$]*)+"  # qualified: a.b, A::B, Ky.#fetch
     r"|_[\w$]*"  # leading underscore
     r"|[A-Za-z][A-Za-z0-9]*[A-Z_][\w]*"  # an inner capital or underscore: getUser, field_validator
-    r"|[A-Z][A-Za-z0-9]*)(?:\(\))?$"  # starts with a capital: URL, Flask
+    r"|[A-Z][A-Za-z0-9]*"  # starts with a capital: URL, Flask
+    r"|[#$][A-Za-z_][\w$]*)(?:\(\))?$"  # a sigil: #private, $var
 )
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|mjs|cjs|jsx|ts|tsx|go|rs|java|kt|rb|c|h|cc|cpp|"
                    r"hpp|cs|php|swift|scala|lua|sh|md|rst|toml|cfg|ini|ya?ml|json))(?![\w/])")
@@ -61,7 +67,8 @@ def query_identifiers(question: str) -> list[str]:
     """Code identifiers written in ``question``, in order, without repeats.
 
     A token counts when it is back-quoted, or looks like code: contains ``_``, a dot or
-    ``::`` between names, an inner capital (``getValue``, ``HTTPServer``), or ends ``()``.
+    ``::`` between names, an inner capital (``getValue``, ``HTTPServer``), ends ``()``, or is
+    led by a sigil (``#fetch``, ``$config``: kept, as the definitions stage matches it).
     Plain capitalised words (``Flask``) are in :attr:`Query.capitalised` instead: they are
     code only where the symbol graph defines them."""
     found = [m.group(1).rstrip("()") for m in _BACKTICK.finditer(question)]
@@ -69,7 +76,7 @@ def query_identifiers(question: str) -> list[str]:
         tok = m.group(0)
         bare = tok[:-2] if tok.endswith("()") else tok
         if tok.endswith("()") or "_" in bare.strip("_") or any(s in bare for s in (".", "::", "#", "->")) \
-                or _CAMEL_INNER.search(bare) or (bare.startswith("_") and len(bare) > 2):
+                or _CAMEL_INNER.search(bare) or (bare.startswith("_") and len(bare) > 2) or SIGIL.match(bare):
             found.append(bare)
     cleaned = [f.strip(".,;:!?'\"") for f in found]
     return [f for f in dict.fromkeys(cleaned) if len(f) >= 3 and not _is_path(f)]
@@ -117,9 +124,18 @@ class Query:
     intent: str = ""  # the asker's own words (:func:`intent_text`); "" until analysed
 
 
+def symbol_text(question: str) -> str:
+    """The question as one token: stripped of spaces and of back quotes around it."""
+    text = question.strip()
+    if len(text) > 2 and text[0] == text[-1] == "`":
+        text = text[1:-1].strip()
+    return text
+
+
 def is_symbol_query(question: str) -> bool:
-    """True when the whole question is one code token (see the module docstring)."""
-    return _SYMBOL_QUERY.match(question.strip()) is not None
+    """True when the whole question is one code token, back-quoted or not (see the module
+    docstring)."""
+    return _SYMBOL_QUERY.match(symbol_text(question)) is not None
 
 
 def is_long(question: str) -> bool:
