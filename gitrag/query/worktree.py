@@ -624,9 +624,9 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
     todo_h = [h for h in hashes if h not in vectors and h in texts]
     embedded = 0
     if todo_h:
-        got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
-        bad = set(failed)  # stored_form: the vector as the cache keeps it, so a second ask scores the same
-        forms = stored_forms(got)
+        made, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
+        bad = set(failed)  # stored_forms: the vectors as the cache keeps them, so a second ask scores the same
+        forms = stored_forms(made)
         new = {h: forms[i] for i, h in enumerate(todo_h) if i not in bad}
         ws.state.put_vectors(new, fp)
         vectors.update(new)
