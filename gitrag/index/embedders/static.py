@@ -83,6 +83,7 @@ class StaticEmbedder:
         self._tokenizer: Any = None
         self._vectors: np.ndarray | None = None
         self._keep: np.ndarray | None = None
+        self._wrap: tuple[int, int] | tuple[()] | None = None  # ([CLS], [SEP]) ids, () if not so wrapped
 
     def mapped_files(self) -> tuple[Path, None]:
         """(the model folder, whose vectors are memory-mapped once loaded; no lock needed:
@@ -169,6 +170,19 @@ class StaticEmbedder:
         # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
         return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
 
+    def count_head(self, text: str) -> tuple[int, np.ndarray | None]:
+        """(``count_tokens(text)``, the ids ``embed_spans`` would tokenise ``text`` into:
+        int32, no [CLS]/[SEP]) from one tokenisation: the chunker counts each header with
+        it and hands the ids on in the chunk's span. The ids are None when this tokenizer
+        does not wrap every text in exactly one leading [CLS] and one trailing [SEP] (then
+        ``embed_spans`` tokenises the head itself)."""
+        ids = self._get_tokenizer().encode_batch_fast([text])[0].ids
+        if self._wrap is None:
+            self._wrap = _wrap_ids(self._get_tokenizer())
+        if self._wrap and len(ids) >= 2 and (ids[0], ids[-1]) == self._wrap:
+            return len(ids), np.asarray(ids[1:-1], dtype=np.int32)
+        return len(ids), None
+
     def tokenize(self, text: str) -> Tokens | None:
         """One tokenisation of a whole text (a file): its WordPiece ids (no [CLS]/[SEP]) and
         the character offset where each starts (ascending). The tokenizer is BERT's
@@ -228,9 +242,12 @@ class StaticEmbedder:
         tok = self._get_tokenizer()
         for start in range(0, len(spans), PIECE):
             piece = spans[start : start + PIECE]
-            heads = tok.encode_batch_fast([sp.head for sp in piece], add_special_tokens=False)
-            self._sum_into(out, start, [np.concatenate((np.asarray(h.ids, dtype=np.int32), sp.ids))
-                                        for h, sp in zip(heads, piece)])
+            # heads the chunker already tokenised (count_head) are not tokenised again
+            todo = [sp.head for sp in piece if sp.head_ids is None]
+            encs = iter(tok.encode_batch_fast(todo, add_special_tokens=False) if todo else ())
+            heads = [np.asarray(next(encs).ids, dtype=np.int32) if sp.head_ids is None else sp.head_ids
+                     for sp in piece]
+            self._sum_into(out, start, [np.concatenate((h, sp.ids)) for h, sp in zip(heads, piece)])
         return _unit_rows(out)
 
     def _sum_into(self, out: np.ndarray, start: int, rows: Sequence[Sequence[int] | np.ndarray]) -> None:
@@ -326,6 +343,18 @@ def _block_sums(table: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths:
         sel = np.flatnonzero(left > t)
         res[sel] += table[ids[pos[sel] + t]]
     return res
+
+
+def _wrap_ids(tok: Any) -> tuple[int, int] | tuple[()]:
+    """([CLS] id, [SEP] id) when the tokenizer's post-processor wraps a text in exactly
+    those two and nothing else (BERT's template; checked on a probe text), else ()."""
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    if cls is None or sep is None:
+        return ()
+    probe = "def f(x): return x  # probe"
+    bare = tok.encode_batch_fast([probe], add_special_tokens=False)[0].ids
+    wrapped = tok.encode_batch_fast([probe])[0].ids
+    return (cls, sep) if wrapped == [cls, *bare, sep] else ()
 
 
 def _bert_style(tok: Any) -> bool:
