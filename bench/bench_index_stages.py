@@ -33,6 +33,12 @@ from gitrag.index.embedders.static import StaticEmbedder
 from gitrag.index.policy import content_reason
 from gitrag.index.vector_cache import stored_form
 
+try:  # the one-pass form (issue 21); a code tree from before it converts one vector at a time
+    from gitrag.index.vector_cache import stored_forms
+except ImportError:
+    def stored_forms(matrix: np.ndarray) -> np.ndarray:
+        return np.stack([stored_form(v) for v in matrix]) if len(matrix) else matrix
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,7 +69,8 @@ def main() -> None:
         t4 = time.process_time()
         hashes = list(texts)
         vecs, _ = embed_partial(emb, [texts[h] for h in hashes], [spans.get(h) for h in hashes])
-        dense = {h: stored_form(vecs[j]) for j, h in enumerate(hashes)}
+        forms = stored_forms(vecs)  # as pool.process: the file's vectors as the cache keeps them
+        dense = {h: forms[j] for j, h in enumerate(hashes)}
         t5 = time.process_time()
         pickle.dumps((rows, graph, texts, dense, sparse_vecs))
         t6 = time.process_time()

@@ -186,6 +186,29 @@ def test_int8_vectors_are_exact_in_float16_and_quantising_them_again_changes_not
         decode_vector(data[0][:3])
 
 
+def test_stored_forms_of_a_matrix_are_each_rows_stored_form_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-pass form the workers use gives, row by row, the bytes of the one-vector
+    form: real static-model vectors of real source, rows already in stored form, zero rows,
+    a row of equal components, and the float16 layout kept for measuring."""
+    from gitrag.index import vector_cache
+    from gitrag.index.embedders.static import StaticEmbedder
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(Path(vector_cache.__file__).parent.glob("*.py"))]
+    texts = [t[i : i + 1500] for t in texts for i in range(0, len(t), 1500)] + ["", "x"]
+    vecs = StaticEmbedder().embed_documents(texts)
+    assert len(vecs) > 200
+    odd = np.zeros((3, vecs.shape[1]), np.float32)
+    odd[1] = 1 / np.sqrt(vecs.shape[1])  # every component the same magnitude
+    for matrix in (vecs, vector_cache.stored_forms(vecs), odd, vecs[:0]):
+        got = vector_cache.stored_forms(matrix)
+        want = np.stack([stored_form(v) for v in matrix]) if len(matrix) else np.zeros((0, vecs.shape[1]), np.float32)
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+    monkeypatch.setattr(vector_cache, "DENSE", "float16")
+    assert vector_cache.stored_forms(vecs).tobytes() == np.stack([stored_form(v) for v in vecs]).tobytes()
+    with pytest.raises(ValueError):
+        vector_cache.stored_forms(vecs[0])
+
+
 def test_sparse_rows_give_the_bm25_weights_back_exactly() -> None:
     """Term counts (uint8, uint16 past 255) give the float32 weights of
     gitrag.index.sparse.document_vector back bit for bit; a vector they cannot (not made by

@@ -119,6 +119,8 @@ def test_chunks_embedded_from_their_token_spans_get_the_texts_vectors(emb: Stati
             if c.span is not None:  # the ids are the text's own tokens after the head's
                 head = emb._get_tokenizer().encode(c.span.head, add_special_tokens=False).ids
                 assert head + c.span.ids.tolist() == emb._get_tokenizer().encode(c.text, add_special_tokens=False).ids
+                # the head's ids kept from the chunker's count of it: embed_spans tokenises no head again
+                assert c.span.head_ids is not None and c.span.head_ids.tolist() == head
         vectors, failed = embed_partial(emb, texts, spans)
         assert failed == [] and np.array_equal(vectors, emb.embed_documents(texts)), path
         # a prefix (a context line before the chunk text) keeps the ids exact
@@ -150,3 +152,33 @@ def test_a_model_folder_with_another_tokenizer_gets_no_shortcut(tmp_path: Path, 
     assert chunks and all(c.span is None for c in chunks)
     assert all(c.span is not None for c in analyze(path, data, max_tokens=emb.max_tokens,
                                                    count_tokens=emb.count_tokens).chunks if c.embeddable)
+
+
+def test_a_tokenizer_that_does_not_wrap_in_cls_and_sep_keeps_no_head_ids(tmp_path: Path, emb: StaticEmbedder) -> None:
+    """``count_head`` strips the [CLS] ... [SEP] it counts only when the tokenizer adds
+    exactly those: without a post-processor the count is the bare tokens, the ids are not
+    kept, and embed_spans tokenises the heads itself (the vectors stay the texts')."""
+    import json
+    import shutil
+
+    import numpy as np
+
+    from gitrag.index.embedders.base import embed_partial
+
+    assert emb.count_head("class Ω: pass")[0] == emb.count_tokens("class Ω: pass")
+    folder = tmp_path / "bare-static"
+    shutil.copytree(emb.path, folder)
+    config = json.loads((folder / "tokenizer.json").read_text())
+    config["post_processor"] = None
+    (folder / "tokenizer.json").write_text(json.dumps(config))
+    other = StaticEmbedder(folder)
+    assert other.count_head("class Ω: pass") == (other.count_tokens("class Ω: pass"), None)
+    assert other.count_tokens("class Ω: pass") == emb.count_tokens("class Ω: pass") - 2
+    path, data = _sources()[0]
+    chunks = [c for c in analyze(path, data, max_tokens=other.max_tokens, count_tokens=other.count_tokens).chunks
+              if c.embeddable]
+    spans = [c.span for c in chunks]
+    assert any(s is not None for s in spans) and all(s.head_ids is None for s in spans if s is not None)
+    texts = [c.text for c in chunks]
+    got, _ = embed_partial(other, texts, spans)
+    assert np.array_equal(got, other.embed_documents(texts))

@@ -38,7 +38,7 @@ from gitrag.index.embedders.base import embed_partial
 from gitrag.index.policy import IGNORE_FILE, Policy
 from gitrag.index.policy import VERSION as POLICY_VERSION
 from gitrag.index.state import Branch, FileUpdate, PointRow
-from gitrag.index.vector_cache import stored_form
+from gitrag.index.vector_cache import stored_forms
 from gitrag.index.vectors import VERSION as VECTORS_VERSION
 from gitrag.index.workspace import Workspace
 from gitrag.progress import UNKNOWN
@@ -556,7 +556,8 @@ class Indexer:
                 part = todo[i : i + batch]
                 got, failed = _embed(emb, [t for _, t in part], [self._spans.pop(h, None) for h, _ in part])
                 # as the cache keeps them (int8 and a scale): the same point whether embedded now or read back
-                fresh = {h: stored_form(got[j]) for j, (h, _) in enumerate(part) if j not in failed}
+                forms = stored_forms(got)
+                fresh = {h: forms[j] for j, (h, _) in enumerate(part) if j not in failed}
                 pending.update(fresh)
                 if len(pending) >= CACHE_BATCH or time.monotonic() - written >= 1.0:
                     state.put_vectors(pending, branch.fingerprint)

@@ -179,7 +179,7 @@ def process(work: FileWork) -> FileResult:
     from gitrag.index.embedders.base import embed_partial
     from gitrag.index.indexer import _graph, _rows_for
     from gitrag.index.policy import content_reason
-    from gitrag.index.vector_cache import stored_form
+    from gitrag.index.vector_cache import stored_forms
 
     repo, emb = _worker["repo"], _worker["emb"]
     try:
@@ -214,7 +214,8 @@ def process(work: FileWork) -> FileResult:
             return result
         skip = set(failed)
         # as the cache keeps them (int8 and a scale): the same point whether embedded here, in the sync or read back
-        result.vectors = {h: stored_form(vecs[j]) for j, h in enumerate(todo) if j not in skip}
+        forms = stored_forms(vecs)  # the whole file's vectors in one pass
+        result.vectors = {h: forms[j] for j, h in enumerate(todo) if j not in skip}
     return result
 
 

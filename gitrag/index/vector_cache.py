@@ -133,14 +133,10 @@ def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale.astype(np.float32)
 
 
-def _encode_rows(matrix: np.ndarray) -> list[bytes]:
-    """The stored bytes of each row of a float32 (n, dim) matrix: the row's ``OUTLIERS``
-    largest components by magnitude kept as float16 (a static model's vectors have one or
-    two components several times the others, which would set the step of every other), the
-    rest quantised (:func:`quantize`) and held strictly below the smallest kept one, so the
-    decoded row's largest components are those same ones and encoding it again gives the
-    same bytes. Layout: scale (float32), k (uint8), k positions (uint16), k values
-    (float16), dim int8 (0 at the kept positions)."""
+def _encode_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`_encode_rows` stores of each row of a float32 (n, dim) matrix, as arrays:
+    (scale float32 (n,), kept positions int64 (n, k), kept values float16 (n, k), q int8
+    (n, dim)). Each row's parts depend on that row alone."""
     m = np.asarray(matrix, dtype=np.float32)
     n, dim = m.shape
     k = min(OUTLIERS, dim)
@@ -156,9 +152,21 @@ def _encode_rows(matrix: np.ndarray) -> list[bytes]:
     if over.any():  # |q| * s < the smallest kept magnitude, strictly
         cap = np.where(over, np.ceil(lim / np.where(over, s64, 1.0)) - 1, _QMAX).clip(0, _QMAX)
         q = (np.sign(q) * np.minimum(np.abs(q.astype(np.int16)), cap[:, None].astype(np.int16))).astype(np.int8)
-    head = np.uint8(k).tobytes()
+    return scale, idx, kept, q
+
+
+def _encode_rows(matrix: np.ndarray) -> list[bytes]:
+    """The stored bytes of each row of a float32 (n, dim) matrix: the row's ``OUTLIERS``
+    largest components by magnitude kept as float16 (a static model's vectors have one or
+    two components several times the others, which would set the step of every other), the
+    rest quantised (:func:`quantize`) and held strictly below the smallest kept one, so the
+    decoded row's largest components are those same ones and encoding it again gives the
+    same bytes. Layout: scale (float32), k (uint8), k positions (uint16), k values
+    (float16), dim int8 (0 at the kept positions)."""
+    scale, idx, kept, q = _encode_parts(matrix)
+    head = np.uint8(idx.shape[1]).tobytes()
     return [scale[i].tobytes() + head + idx[i].astype("<u2").tobytes() + kept[i].astype("<f2").tobytes()
-            + q[i].tobytes() for i in range(n)]
+            + q[i].tobytes() for i in range(len(q))]
 
 
 def encode_vector(vector: np.ndarray) -> bytes:
@@ -210,6 +218,23 @@ def stored_form(vector: np.ndarray) -> np.ndarray:
     The indexer uses this form for what it has just embedded too, so a point's vector is the
     same whether its chunk was embedded now or read from the cache."""
     return decode_vector(encode_vector(vector))
+
+
+def stored_forms(matrix: np.ndarray) -> np.ndarray:
+    """float32 (n, dim): :func:`stored_form` of each row of ``matrix`` (n, dim), bit for
+    bit, in one pass over the whole matrix (no bytes built and read back): what a worker
+    or the sync calls for a file's or a batch's vectors."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2:
+        raise ValueError(f"stored_forms takes an (n, dim) matrix, not shape {m.shape}")
+    if DENSE != "int8":
+        return m.astype(DENSE).astype(np.float32)
+    if not m.shape[0]:
+        return m.copy()
+    scale, idx, kept, q = _encode_parts(m)
+    out = q.astype(np.float32) * scale[:, None]
+    np.put_along_axis(out, idx, kept.astype(np.float32), axis=1)
+    return out
 
 
 _PERSON = b"gitrag-cache3"  # vectors and sparse rows of format 3

@@ -20,7 +20,7 @@ from gitrag.index.chunking.text import abbreviate_path
 from gitrag.index.embedders import Embedder, l2_normalise
 from gitrag.index.embedders.base import embed_partial
 from gitrag.index.state import State
-from gitrag.index.vector_cache import stored_form
+from gitrag.index.vector_cache import stored_forms
 
 PATH_WEIGHT = 0.35
 VERSION = f"1-{PATH_WEIGHT}"  # part of the indexer's PIPELINE_VERSION
@@ -51,7 +51,8 @@ def path_vectors(
     if todo:
         fresh, rejected = embed_partial(embedder, [text for text, _ in todo])
         bad = {todo[i][1] for i in rejected}
-        new = {key: stored_form(fresh[i]) for i, (_, key) in enumerate(todo) if key not in bad}
+        forms = stored_forms(fresh)
+        new = {key: forms[i] for i, (_, key) in enumerate(todo) if key not in bad}
         state.put_vectors(new, fingerprint)
         cached.update(new)
     zero = np.zeros(embedder.dim, dtype=np.float32)

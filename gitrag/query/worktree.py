@@ -51,7 +51,7 @@ from gitrag.index.policy import DEFAULT_PATTERNS, IGNORE_FILE, Policy, content_r
 from gitrag.index.state import Branch
 from gitrag.index.store import Hit, SearchFilter, SparseVec
 from gitrag.index.symbols import Definition, SymbolIndex
-from gitrag.index.vector_cache import stored_form
+from gitrag.index.vector_cache import stored_forms
 from gitrag.index.vectors import VERSION as VECTORS_VERSION
 from gitrag.index.vectors import combine, path_vectors
 from gitrag.index.workspace import Workspace
@@ -624,9 +624,10 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
     todo_h = [h for h in hashes if h not in vectors and h in texts]
     embedded = 0
     if todo_h:
-        got, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
-        bad = set(failed)  # stored_form: the vector as the cache keeps it, so a second ask scores the same
-        new = {h: stored_form(got[i]) for i, h in enumerate(todo_h) if i not in bad}
+        made, failed = embed_partial(emb, [texts[h][0] for h in todo_h], [texts[h][1] for h in todo_h])
+        bad = set(failed)  # stored_forms: the vectors as the cache keeps them, so a second ask scores the same
+        forms = stored_forms(made)
+        new = {h: forms[i] for i, h in enumerate(todo_h) if i not in bad}
         ws.state.put_vectors(new, fp)
         vectors.update(new)
         embedded = len(new)

@@ -22,16 +22,20 @@ class TokenSpan:
     (``tokenize``; exact when the body's cuts lie beside whitespace, see
     ``Sizer.body_tokens``): so ``tokens(text) == tokens(head) + ids``. ``model`` is the
     fingerprint of the embedder that tokenised the file. Used by ``embed_spans``.
+    ``head_ids`` (int32, no special tokens), when not None: the head's own tokens, kept
+    from the chunker's count of the head (the embedder's ``count_head``), so
+    ``embed_spans`` does not tokenise the head again.
     """
 
     model: str
     head: str
     ids: np.ndarray
+    head_ids: np.ndarray | None = None
 
     def with_prefix(self, prefix: str) -> TokenSpan:
         """The span of ``f"{prefix}\n{text}"``: the prefix joins the head (a newline splits
-        no word, so the ids stay exact)."""
-        return replace(self, head=f"{prefix}\n{self.head}" if self.head else prefix)
+        no word, so the ids stay exact; the head is tokenised again)."""
+        return replace(self, head=f"{prefix}\n{self.head}" if self.head else prefix, head_ids=None)
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,9 @@ class Sizer:
         self._headers: dict[tuple[str, tuple[str, ...]], tuple[str, int]] = {}
         # exact body counts from one tokenisation of the whole file (see body_tokens)
         self._tokenize = getattr(getattr(count_tokens, "__self__", None), "tokenize", None)
+        # a header's count and its ids from one tokenisation (reused by the embedder's embed_spans)
+        self._count_head = getattr(getattr(count_tokens, "__self__", None), "count_head", None)
+        self._head_ids: dict[str, np.ndarray | None] = {}
         self._tokens: Any = None  # what the embedder's tokenize returned: ids, starts, model
         self._starts: list[int] | None = None
         self._chars: memoryview | None = None
@@ -166,7 +169,7 @@ class Sizer:
         if rng is None:
             return None
         head, _ = self.header(unit.symbol, unit.context)
-        return TokenSpan(self._tokens.model, head, self._tokens.ids[rng[0] : rng[1]])
+        return TokenSpan(self._tokens.model, head, self._tokens.ids[rng[0] : rng[1]], self._head_ids.get(head))
 
     def text(self, unit: Unit) -> str:
         """The unit's embedding text (built once, cached on the unit)."""
@@ -181,12 +184,18 @@ class Sizer:
         key = (symbol, context)
         cached = self._headers.get(key)
         if cached is None:
+            ids = None
             for level in range(4):
                 head = header(self.path, symbol, context, level)
-                tokens = self.count(head)
+                if self._count_head is None:
+                    tokens = self.count(head)
+                else:
+                    tokens, ids = self._count_head(head)
                 if tokens <= self.max_tokens // 3:
                     break
             cached = self._headers[key] = (head, tokens)
+            if ids is not None:
+                self._head_ids[head] = ids
         return cached
 
     def measure(self, unit: Unit, exact: bool = True) -> int:

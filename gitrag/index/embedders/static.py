@@ -83,6 +83,7 @@ class StaticEmbedder:
         self._tokenizer: Any = None
         self._vectors: np.ndarray | None = None
         self._keep: np.ndarray | None = None
+        self._wrap: tuple[int, int] | tuple[()] | None = None  # ([CLS], [SEP]) ids, () if not so wrapped
 
     def mapped_files(self) -> tuple[Path, None]:
         """(the model folder, whose vectors are memory-mapped once loaded; no lock needed:
@@ -169,6 +170,19 @@ class StaticEmbedder:
         # the batch "fast" path skips computing offsets: same ids, about a fifth cheaper
         return len(self._get_tokenizer().encode_batch_fast([text])[0].ids)
 
+    def count_head(self, text: str) -> tuple[int, np.ndarray | None]:
+        """(``count_tokens(text)``, the ids ``embed_spans`` would tokenise ``text`` into:
+        int32, no [CLS]/[SEP]) from one tokenisation: the chunker counts each header with
+        it and hands the ids on in the chunk's span. The ids are None when this tokenizer
+        does not wrap every text in exactly one leading [CLS] and one trailing [SEP] (then
+        ``embed_spans`` tokenises the head itself)."""
+        ids = self._get_tokenizer().encode_batch_fast([text])[0].ids
+        if self._wrap is None:
+            self._wrap = _wrap_ids(self._get_tokenizer())
+        if self._wrap and len(ids) >= 2 and (ids[0], ids[-1]) == self._wrap:
+            return len(ids), np.asarray(ids[1:-1], dtype=np.int32)
+        return len(ids), None
+
     def tokenize(self, text: str) -> Tokens | None:
         """One tokenisation of a whole text (a file): its WordPiece ids (no [CLS]/[SEP]) and
         the character offset where each starts (ascending). The tokenizer is BERT's
@@ -228,14 +242,18 @@ class StaticEmbedder:
         tok = self._get_tokenizer()
         for start in range(0, len(spans), PIECE):
             piece = spans[start : start + PIECE]
-            heads = tok.encode_batch_fast([sp.head for sp in piece], add_special_tokens=False)
-            self._sum_into(out, start, [np.concatenate((np.asarray(h.ids, dtype=np.int32), sp.ids))
-                                        for h, sp in zip(heads, piece)])
+            # heads the chunker already tokenised (count_head) are not tokenised again
+            todo = [sp.head for sp in piece if sp.head_ids is None]
+            encs = iter(tok.encode_batch_fast(todo, add_special_tokens=False) if todo else ())
+            heads = [np.asarray(next(encs).ids, dtype=np.int32) if sp.head_ids is None else sp.head_ids
+                     for sp in piece]
+            self._sum_into(out, start, [np.concatenate((h, sp.ids)) for h, sp in zip(heads, piece)])
         return _unit_rows(out)
 
     def _sum_into(self, out: np.ndarray, start: int, rows: Sequence[Sequence[int] | np.ndarray]) -> None:
         """out[start + i] = the sum of the token vectors of ``rows[i]`` (special tokens
-        skipped), accumulated in float32 in token order."""
+        skipped), in float32, added in the order ``np.add.reduceat`` adds them (see
+        :func:`_run_sums`): cached vectors and point ids depend on these bits."""
         vectors, keep = self._get_vectors()
         # rows gathered by take() from the memmap's plain ndarray view: the same bytes, ~5x
         # cheaper than the memmap's own fancy indexing
@@ -247,13 +265,96 @@ class StaticEmbedder:
         mask = keep[flat]
         flat, owner = flat[mask], owner[mask]
         if flat.size:
-            # owner is sorted: sum each text's rows in one pass (float32 accumulation)
+            # owner is sorted: each text's kept tokens are one run of the gathered rows
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-            out[owner[starts]] = np.add.reduceat(np.take(table, flat, axis=0), starts, axis=0, dtype=np.float32)
+            lengths = np.diff(np.r_[starts, flat.size])
+            # each distinct token's row widened to float32 once (the cast is most of the cost)
+            distinct, which = np.unique(flat, return_inverse=True)
+            widened = np.take(table, distinct, axis=0).astype(np.float32)
+            out[owner[starts]] = _run_sums(widened, which, starts, lengths)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Returns float32 (dim,), unit length; queries are embedded like documents."""
         return self.embed_documents([text])[0]
+
+
+_PW_BLOCK = 128  # numpy's PW_BLOCKSIZE: runs up to this long are summed without splitting
+_LANES = np.arange(8)
+
+
+def _run_sums(table: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """float32 (len(starts), dim): for each run ``ids[starts[i] : starts[i] + lengths[i]]``
+    (lengths >= 1) the sum of its rows of float32 ``table`` (m, dim), bit for bit
+    ``np.add.reduceat(table[ids], starts, axis=0)`` (the pooling sum before): a run's
+    first row plus numpy's pairwise sum of the rest, column by column. All runs are summed
+    at once and on whole rows (reduceat walks each column down the rows with a stride), in
+    the same order of float32 additions."""
+    out = table[ids[starts]]
+    more = np.flatnonzero(lengths > 1)
+    if more.size:
+        out[more] += _pairwise(table, ids, starts[more] + 1, lengths[more] - 1)
+    return out
+
+
+def _pairwise(table: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """float32 (len(starts), dim): numpy's pairwise sum (``pairwise_sum``, numpy/_core/src/
+    umath/loops_utils.h.src) of the rows of each run (as in :func:`_run_sums`), all runs at
+    once. A run longer than 128 is cut at half its length rounded down to a multiple of 8
+    and its halves' sums added; a shorter one of 8 or more is summed in 8 interleaved
+    accumulators (rows i, i+8, i+16, ...) combined as ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)),
+    then its last (length mod 8) rows added in order; one under 8 is summed in order."""
+    out = np.empty((starts.size, table.shape[1]), dtype=np.float32)
+    long = lengths > _PW_BLOCK
+    if long.any():
+        which = np.flatnonzero(long)
+        n = lengths[which]
+        half = n // 2
+        half -= half % 8
+        both = _pairwise(table, ids, np.r_[starts[which], starts[which] + half], np.r_[half, n - half])
+        out[which] = both[: which.size] + both[which.size :]
+    short = np.flatnonzero(~long)
+    if short.size:
+        out[short] = _block_sums(table, ids, starts[short], lengths[short])
+    return out
+
+
+def _block_sums(table: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`_pairwise` of runs of 1 to 128 rows (no split)."""
+    res = np.empty((starts.size, table.shape[1]), dtype=np.float32)
+    blocks = lengths // 8
+    wide = np.flatnonzero(blocks > 0)
+    if wide.size:
+        # runs by block count, most first: the runs still accumulating are a prefix
+        order = wide[np.argsort(-blocks[wide], kind="stable")]
+        first = starts[order]
+        acc = table[ids[first[:, None] + _LANES]]  # (runs, 8, dim): r0..r7
+        counts = blocks[order]
+        for b in range(1, int(counts[0])):
+            c = int(np.count_nonzero(counts > b))
+            acc[:c] += table[ids[first[:c, None] + (8 * b + _LANES)]]
+        res[order] = ((acc[:, 0] + acc[:, 1]) + (acc[:, 2] + acc[:, 3])) + ((acc[:, 4] + acc[:, 5])
+                                                                          + (acc[:, 6] + acc[:, 7]))
+    narrow = np.flatnonzero(blocks == 0)
+    res[narrow] = table[ids[starts[narrow]]]  # -0.0 + the first row: the first row
+    # what is left of each run, added one row at a time in order
+    pos = np.where(blocks > 0, starts + 8 * blocks, starts + 1)
+    left = np.where(blocks > 0, lengths % 8, lengths - 1)
+    for t in range(int(left.max(initial=0))):
+        sel = np.flatnonzero(left > t)
+        res[sel] += table[ids[pos[sel] + t]]
+    return res
+
+
+def _wrap_ids(tok: Any) -> tuple[int, int] | tuple[()]:
+    """([CLS] id, [SEP] id) when the tokenizer's post-processor wraps a text in exactly
+    those two and nothing else (BERT's template; checked on a probe text), else ()."""
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    if cls is None or sep is None:
+        return ()
+    probe = "def f(x): return x  # probe"
+    bare = tok.encode_batch_fast([probe], add_special_tokens=False)[0].ids
+    wrapped = tok.encode_batch_fast([probe])[0].ids
+    return (cls, sep) if wrapped == [cls, *bare, sep] else ()
 
 
 def _bert_style(tok: Any) -> bool:
