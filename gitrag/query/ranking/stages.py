@@ -18,7 +18,7 @@ __all__ = ["Candidate", "DefinitionSite", "ordered", "replace", "select"]
 from pathlib import PurePosixPath
 
 from gitrag.index.sparse import CAMEL, stem
-from gitrag.query.ranking.query import Query, symbol_text
+from gitrag.query.ranking.query import SIGIL, Query, query_identifiers, symbol_text
 
 # -- fusion -----------------------------------------------------------------------------------
 
@@ -234,12 +234,10 @@ def named_sites(name: str, exact_case: bool, definitions: Callable[[str, bool], 
       it ran).
 
     Otherwise ``definitions(name, exact_case)`` as it is."""
-    from gitrag.query.ranking.query import SIGIL, query_identifiers
-
     segs = written_segments(name)
     while len(segs) > 1 and segs[0] in RECEIVERS:
         segs = segs[1:]
-        name = "." .join(segs)
+        name = ".".join(segs)
     if not segs:
         return []
     last = segs[-1]
