@@ -265,15 +265,14 @@ def check_results(ws: Any, collection: str, fingerprint: str, ids: Iterable[str]
     if not payloads and cache is not None and hasattr(cache, "get_signatures"):
         known = cache.get_signatures([i for i in wanted if i not in served])
     fast = getattr(ws.store, "vectors", None)
-    if not payloads and fast is not None and (len(known) == len(wanted) if not served else all(
-            i in known if i not in served else served[i].get(SIGNATURE) is not None for i in wanted)):
+    if not payloads and fast is not None and all(
+            i in known if i not in served else served[i].get(SIGNATURE) is not None for i in wanted):
         try:
             found, matrix, terms = fast(collection, wanted)
         except ValueError:  # dense vectors of different lengths: the slow path below says which point
             found = None
         if found is not None:
-            sigs = [known.get(p) for p in found] if not served else [
-                served[p].get(SIGNATURE) if p in served else known.get(p) for p in found]
+            sigs = [served[p].get(SIGNATURE) if p in served else known.get(p) for p in found]
             _check_matrix(where, found, matrix, terms, sigs, query, scores)
             return len(found)
     if payloads:
