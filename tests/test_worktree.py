@@ -490,3 +490,36 @@ def test_a_function_appended_answers_at_once_under_its_own_name(
         quick = worktree.build(ws, branch)
         assert quick.files[path].provisional  # an edit inside a function: no chunker on the ask
         assert shape(quick) == shape(worktree.build(ws, branch, exact=True))
+
+
+def test_files_committed_since_the_index_are_embedded_only_until_the_deadline(indexed: Repo, capsys) -> None:
+    """Mid-sync (the daemon's ask past its wait) HEAD's files not indexed yet are not embedded
+    inside the request: they are counted as not searched, and an uncommitted edit still answers."""
+    import time
+
+    from gitrag.daemon.routing import response_from_json
+    from gitrag.surfaces.commands import ask as ask_command
+
+    for i in range(3):
+        indexed.write(f"jobs/task_{i}.py", f"def scheduled_task_{i}(queue):\n    return queue.pop({i})\n")
+    indexed.commit("tasks")  # committed, not indexed
+    indexed.write("net/retry.py", RETRY.replace("backoff_delay", "capped_backoff_delay"))  # an edit
+    with open_workspace(indexed.path) as ws:
+        branch = ws.state.branch(ws.repo.branch())
+        late = worktree.build(ws, branch, deadline=time.monotonic())
+        assert (late.late, sorted(late.files)) == (3, ["net/retry.py"])
+        assert not late.unindexed and "jobs/task_0.py" not in late.hidden
+        whole = worktree.build(ws, branch)
+        assert whole.late == 0 and whole.unindexed == {f"jobs/task_{i}.py" for i in range(3)}
+        assert late.late == 3  # the deadline left only those out; now cached, a later ask finds them at once
+        cached = worktree.build(ws, branch, deadline=time.monotonic())
+        assert cached.late == 0 and cached.unindexed == whole.unindexed
+    for i in range(3, 5):
+        indexed.write(f"jobs/task_{i}.py", f"def scheduled_task_{i}(queue):\n    return queue.pop({i})\n")
+    indexed.commit("more tasks", "jobs")
+    got = _ask(indexed, "scheduled_task queue pop capped_backoff_delay", k=10, deadline=time.monotonic())
+    assert got["worktree"]["late"] == 2 and got["worktree"]["in_head"] == 3
+    assert {r["path"] for r in got["results"]} >= {"net/retry.py", "jobs/task_0.py"}
+    assert not any(r["path"] in ("jobs/task_3.py", "jobs/task_4.py") for r in got["results"])
+    ask_command._print(response_from_json(got), snippets=False)
+    assert "2 file(s) committed since the index not searched yet" in capsys.readouterr().out

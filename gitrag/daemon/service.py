@@ -225,10 +225,12 @@ class Service:
         self.refuse_never_indexed(worker, root)
         scope = SearchFilter(path, lang, globs) if (path or lang or globs) else None
         wait_s = catchup.ask_wait(wait)
+        deadline = arrived + wait_s
 
         def answer_now(ws: Workspace) -> dict[str, Any]:
+            # mid-sync the overlay would embed HEAD's files not indexed yet: only until the deadline
             return ask(ws, question, k=k, mode=mode, scope=scope, expand=expand, files=files,
-                       worktree_overlay=worktree, offset=offset).to_json()
+                       worktree_overlay=worktree, offset=offset, deadline=deadline).to_json()
 
         async def answer() -> dict[str, Any]:
             if rev:  # a revision view is a sync: on the worker's thread, after the queued ones
@@ -255,7 +257,6 @@ class Service:
             except GitragError:
                 return None, None
 
-        deadline = arrived + wait_s
         data: dict[str, Any] | None = None
         if rev:  # a revision is answered from its own view
             behind = None

@@ -31,6 +31,7 @@ class Result:
     point_id: str = ""
     expanded_from: str = ""  # set on a graph expansion: the result whose dependency this is
     source: str = "index"  # "index": from the indexed commit; "worktree": from the file on disk (gitrag.query.worktree)
+    in_head: bool = False  # a "worktree" result whose file is HEAD's blob: committed, not indexed yet (mid-sync)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,7 +73,7 @@ class AskResponse:
             out["files"] = [h.to_json() for h in self.files]
         out["offset"] = self.offset
         out["worktree"] = self.worktree or {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0,
-                                            "truncated": 0}
+                                            "truncated": 0, "in_head": 0, "late": 0}
         out["revision"] = self.revision
         out["team"] = self.team
         return out

@@ -48,13 +48,24 @@ def freshness(ws: Workspace, overlay: worktree.Overlay | None = None) -> Freshne
     return Freshness(name, branch.indexed_commit if branch else None, ws.repo.head(), changes)
 
 
-def overlay_for(ws: Workspace) -> worktree.Overlay | None:
+def overlay_for(ws: Workspace, deadline: float | None = None) -> worktree.Overlay | None:
     """The work-tree overlay of the current branch's index (gitrag.query.worktree), or None when
-    the branch is not indexed (search says so)."""
+    the branch is not indexed (search says so). ``deadline``: see ``worktree.build``."""
     branch = ws.state.branch(ws.repo.branch())
     if branch is None or ws.repo.head() is None:
         return None
-    return worktree.build(ws, branch)
+    return worktree.build(ws, branch, deadline=deadline)
+
+
+def mark_in_head(results: list[Result], overlay: worktree.Overlay | None) -> None:
+    """Set ``in_head`` on the work-tree results whose file is HEAD's blob, committed since the
+    indexed commit and not indexed yet (``Overlay.unindexed``), not an uncommitted edit."""
+    if overlay is None or not overlay.unindexed:
+        return
+    for r in results:
+        f = overlay.files.get(r.path)
+        r.in_head = (r.source == worktree.SOURCE and r.path in overlay.unindexed and f is not None
+                     and f.blob == r.blob)
 
 
 def search(
@@ -435,7 +446,7 @@ def read_snippet(ws: Workspace, result: Result, overlay: worktree.Overlay | None
 def ask(
     ws: Workspace, question: str, *, k: int = 10, mode: str = "hybrid", scope: SearchFilter | None = None,
     expand: int = 0, files: bool = False, disable: Collection[str] = (), worktree_overlay: bool = False,
-    offset: int = 0, view: str | None = None, fresh: Freshness | None = None,
+    offset: int = 0, view: str | None = None, fresh: Freshness | None = None, deadline: float | None = None,
 ) -> AskResponse:
     """Search and wrap the results with their freshness; ``answer`` is filled by the caller.
 
@@ -446,8 +457,9 @@ def ask(
     ``worktree`` in the JSON says what it held). ``offset``: skip that many of the best
     results (and files): results ``offset+1 .. offset+k`` of the same ranking, for paging. ``view`` and ``fresh``:
     search that view (a revision's, see gitrag.query.revisions) and report that freshness; the
-    work tree is never overlaid on a view."""
-    overlay = overlay_for(ws) if worktree_overlay and view is None else None
+    work tree is never overlaid on a view. ``deadline`` (``time.monotonic()``): the overlay embeds
+    files committed since the index only until then (``worktree`` counts the rest in ``late``)."""
+    overlay = overlay_for(ws, deadline) if worktree_overlay and view is None else None
     offset = max(0, offset)
     if not files:
         results = search(ws, question, k=offset + k, mode=mode, scope=scope, expand=0, snippets=False,
@@ -461,6 +473,7 @@ def ask(
                                overlay.scope(scope) if overlay else scope)[:k]
     for r in results:
         r.snippet = read_snippet(ws, r, overlay)
+    mark_in_head(results, overlay)
     ranked_files = rank_files(chunks, offset + k)[offset:] if files else None
     response = AskResponse(question, fresh or freshness(ws, overlay), results, None, mode, ranked_files)
     response.offset = offset
@@ -470,6 +483,8 @@ def ask(
 
 def _overlay_json(overlay: worktree.Overlay | None) -> dict[str, Any]:
     if overlay is None:
-        return {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0, "truncated": 0}
+        return {"searched": False, "files": 0, "hidden": 0, "embedded": 0, "skipped": 0, "truncated": 0,
+                "in_head": 0, "late": 0}
     return {"searched": True, "files": len(overlay.files), "hidden": len(overlay.hidden), "embedded": overlay.embedded,
-            "skipped": len(overlay.skipped), "truncated": overlay.truncated}
+            "skipped": len(overlay.skipped), "truncated": overlay.truncated, "in_head": len(overlay.unindexed),
+            "late": overlay.late}

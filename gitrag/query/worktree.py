@@ -25,6 +25,13 @@ while its lstat signature holds, so in a long-lived process (the daemon, which `
 mcp`` asks) a second ask costs git status and the in-memory scoring; a new process finds
 the vectors in the vector cache but chunks the files again.
 At most MAX_FILES paths are overlaid per ask (the rest are counted in ``truncated``).
+
+A file committed since the indexed commit (its bytes on disk are HEAD's blob: the daemon's
+sync is on it) is HEAD's code not indexed yet, not an edit: those are listed in
+``Overlay.unindexed``, and with a ``deadline`` (the daemon's ask: its wait) they are chunked
+and embedded only while it lasts, in growing batches timed as they go; the rest answer as
+indexed (or not at all when new) and are counted in ``Overlay.late``. A big commit mid-sync
+would otherwise embed its files inside the request, past the wait.
 """
 
 from __future__ import annotations
@@ -99,7 +106,9 @@ class Overlay:
     renamed away, now skipped); ``files``: the overlaid files; ``changes``: work-tree
     files that differ from HEAD (git status); ``embedded``: chunks embedded for this
     overlay now; ``skipped``: ``{path: reason}`` for dirty files the policy skips;
-    ``truncated``: dirty paths beyond MAX_FILES, left as indexed."""
+    ``truncated``: dirty paths beyond MAX_FILES, left as indexed; ``unindexed``: overlaid paths
+    whose bytes are HEAD's blob (committed since the indexed commit, not indexed yet); ``late``:
+    such files not searched because the build's deadline came first (left as indexed)."""
 
     hidden: frozenset[str] = frozenset()
     files: dict[str, OverlayFile] = field(default_factory=dict)
@@ -114,6 +123,8 @@ class Overlay:
     # chunks are left out of the overlay's own lists. Empty when the path filter is used.
     kept: dict[str, str] = field(default_factory=dict)
     _own: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # path -> indices scored here
+    unindexed: frozenset[str] = frozenset()
+    late: int = 0
 
     @property
     def active(self) -> bool:
@@ -294,14 +305,14 @@ _derived: OrderedDict[tuple[tuple[str, str, bool], ...], list[Any]] = OrderedDic
 PROVISIONAL = False
 
 
-def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
+def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int, dict[str, str]]:
     """(paths that may differ from the branch's indexed commit, work-tree files that differ
-    from HEAD). The first are git status's changed and untracked-not-ignored files, plus the
-    paths changed between the indexed commit and HEAD; each is checked against the indexed
-    blob by the caller."""
+    from HEAD, {path: HEAD's blob} of the paths changed between the indexed commit and HEAD).
+    The first are git status's changed and untracked-not-ignored files, plus those changed
+    paths; each is checked against the indexed blob by the caller."""
     repo = ws.repo
     if repo.workdir is None:
-        return [], 0
+        return [], 0, {}
     changed = set(repo.changed_paths())
     # a name that is not UTF-8 (surrogate escapes from git status) is counted as changed but
     # not overlaid: the index spells it with \xNN escapes (gitrepo.decode_path), so its
@@ -309,9 +320,13 @@ def dirty_paths(ws: Workspace, branch: Branch | None) -> tuple[list[str], int]:
     paths = {p for p in changed if is_utf8(p)}
     head = repo.head()
     old = branch.indexed_commit if branch else None
+    in_head: dict[str, str] = {}
     if old and head and old != head and repo.has_commit(old):
-        paths |= {e.path for c in repo.diff(old, head) for e in (c.old, c.new) if e is not None}
-    return sorted(paths), len(changed)
+        for c in repo.diff(old, head):
+            paths |= {e.path for e in (c.old, c.new) if e is not None}
+            if c.new is not None:
+                in_head[c.new.path] = c.new.blob
+    return sorted(paths), len(changed), in_head
 
 
 class _WorktreePolicy(Policy):
@@ -334,7 +349,7 @@ _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = Order
 _build_lock = threading.Lock()  # one build at a time in a process (see build)
 
 
-def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
+def build(ws: Workspace, branch: Branch, exact: bool | None = None, deadline: float | None = None) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
@@ -347,16 +362,19 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
     ``exact``: False lets an edited file not cached yet be chunked provisionally
     (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
     exact build in the daemon (its warm-up) gives the turn up while it chunks a file, so an
-    ask never waits for the chunker there."""
+    ask never waits for the chunker there.
+
+    ``deadline`` (``time.monotonic()``; None: none): files committed since the indexed commit
+    and not cached are chunked and embedded only until then (see the module doc)."""
     global _asking, _last_ask
     exact = (not PROVISIONAL) if exact is None else exact
     if exact and PROVISIONAL:  # the daemon's warm-up: holds the turn except while it chunks (see _files)
         with _build_lock:
-            return _build(ws, branch, exact)
+            return _build(ws, branch, exact, deadline)
     with _build_lock:
         _asking += 1
         try:
-            return _build(ws, branch, exact)
+            return _build(ws, branch, exact, deadline)
         finally:
             _asking -= 1
             _last_ask = time.monotonic()
@@ -377,8 +395,8 @@ def _give_way() -> None:
         time.sleep(0.02)
 
 
-def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
-    paths, changes = dirty_paths(ws, branch)
+def _build(ws: Workspace, branch: Branch, exact: bool, deadline: float | None = None) -> Overlay:
+    paths, changes, in_head = dirty_paths(ws, branch)
     if not paths:
         return Overlay(changes=changes)
     manifest = ws.state.files_of(branch.name, paths)
@@ -445,7 +463,14 @@ def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
             hidden.discard(path)  # left as indexed: better stale than missing
             continue
         todo.append((path, blob, data, known.blob if known is not None else None))
-    files, embedded = _files(ws, branch, todo, exact, frozenset(hidden))
+    unindexed = frozenset(path for path, blob, _, _ in todo if blob and in_head.get(path) == blob)
+    edits = [t for t in todo if t[0] not in unindexed]
+    files, embedded = _files(ws, branch, edits, exact, frozenset(hidden))
+    done, more, late = _until(ws, branch, [t for t in todo if t[0] in unindexed], exact, frozenset(hidden), deadline)
+    files, embedded = files | done, embedded + more
+    for path in late:  # left as indexed: better stale than missing
+        hidden.discard(path)
+    todo = [t for t in todo if t[0] not in late]
     hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     if len(hidden_ids) > POST_FILTER_MAX and any(f.provisional for f in files.values()):
         # the store leaves the hidden paths out by a filter: every chunk is scored here, so cut them exactly
@@ -453,7 +478,40 @@ def _build(ws: Workspace, branch: Branch, exact: bool) -> Overlay:
         embedded += more
         hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
-                   hidden_ids, kept, own)
+                   hidden_ids, kept, own, unindexed - set(late), len(late))
+
+
+FIRST_BATCH = 2  # files committed since the index, chunked and embedded before the first timing
+
+
+def _until(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool,
+           hidden: frozenset[str], deadline: float | None) -> tuple[dict[str, OverlayFile], int, list[str]]:
+    """(the overlaid files of ``todo``, chunks embedded, the paths left out) with what is cached
+    taken at once and the rest chunked and embedded in batches while ``deadline`` lasts: each
+    batch as many files as the last one's rate says fit before it (at least one)."""
+    if deadline is None:
+        files, embedded = _files(ws, branch, todo, exact, hidden)
+        return files, embedded, []
+    fp = ws.embedder.fingerprint
+    with _cache_lock:
+        cached = [t for t in todo if (got := _cache.get((str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION,
+                                                          VECTORS_VERSION, t[0], t[1]))) is not None
+                  and not (exact and got.provisional)]
+    files, embedded = _files(ws, branch, cached, exact, hidden)
+    rest = [t for t in todo if t[0] not in files]
+    per_file = 0.0
+    while rest:
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        n = FIRST_BATCH if per_file == 0.0 else int((deadline - now) / per_file)
+        if n < 1:
+            break
+        batch, rest = rest[:n], rest[n:]
+        made, more = _files(ws, branch, batch, exact, hidden)
+        per_file = max((time.monotonic() - now) / len(batch), 1e-6)
+        files, embedded = files | made, embedded + more
+    return files, embedded, [t[0] for t in rest]
 
 
 _hidden_memo: OrderedDict[tuple[Any, ...], tuple[frozenset[str], dict[str, str], dict[str, np.ndarray]]] = OrderedDict()

@@ -372,6 +372,9 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
             extra += f" ({r.worktree['truncated']} of them not searched: over the overlay's budget of " \
                      f"{r.worktree.get('files', 0)} files; commit them (or .gitignore untracked ones), or ask " \
                      f"with --committed to leave the work tree out)"
+    if r.worktree and r.worktree.get("late"):  # mid-sync: HEAD's files not indexed yet, past the ask's wait
+        extra += (f"; {r.worktree['late']} file(s) committed since the index not searched yet (the sync is on "
+                  f"them: ask again in a moment)")
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 
