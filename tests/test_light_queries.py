@@ -22,6 +22,7 @@ from gitrag.index import symbols
 from gitrag.index.indexer import Indexer
 from gitrag.index.symbols import SymbolIndex, file_outline, find_definitions
 from gitrag.index.workspace import Workspace, open_workspace
+from tests.daemonutil import wait_for
 from tests.gitutil import Repo
 from tests.test_symbols import GRAPHS, _write_files, inject_graphs
 
@@ -131,6 +132,35 @@ def test_ask_through_the_daemon_imports_no_search_stack(repo: Repo, daemon: subp
         assert proc.returncode == 0, proc.stderr
         assert "billing.py" in proc.stdout
         assert json.loads(proc.stderr.strip().splitlines()[-1]) == [], extra
+
+
+def test_a_commit_not_indexed_yet_is_marked_by_the_daemon_not_by_the_client(
+        repo: Repo, daemon: subprocess.Popen[bytes]) -> None:
+    """Whether a work-tree result is HEAD's code not indexed yet is decided where it was searched
+    (the daemon): the client reads ``in_head`` and loads no git bindings for the label."""
+    import os
+
+    repo.write("billing.py", "def invoice_total(items):\n    return sum(i.price for i in items)\n")
+    repo.commit("code")
+    subprocess.run([sys.executable, "-m", "gitrag", "index", "--repo", str(repo.path)], check=True,
+                   capture_output=True)
+    repo.write("refunds.py", "def refund_total(items):\n    return sum(i.refund for i in items)\n")
+    repo.commit("refunds")  # not indexed: with no wait the daemon answers from the index it has
+    env = os.environ | {"GITRAG_ASK_WAIT": "0"}
+    ask = [sys.executable, "-c", _PROBE, "ask", "refund total", "--no-answer", "-k", "1", "--repo", str(repo.path)]
+
+    def warmed() -> bool | None:  # the first ask is over its wait at once; the daemon's warm-up embeds the file
+        data = json.loads(subprocess.run([*ask, "--json"], capture_output=True, text=True, check=True, env=env).stdout)
+        return data["worktree"]["late"] == 0 or None
+
+    wait_for(warmed, "the daemon's warm-up to embed the commit not indexed yet")
+    proc = subprocess.run(ask, capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].endswith("[in HEAD, not indexed yet]"), proc.stdout
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+    data = json.loads(subprocess.run([*ask, "--json"], capture_output=True, text=True, check=True, env=env).stdout)
+    assert [(r["path"], r["source"], r["in_head"]) for r in data["results"]] == [("refunds.py", "worktree", True)]
+    assert data["worktree"]["in_head"] == 1 and data["up_to_date"] is False
 
 
 def test_the_work_tree_is_found_as_git_finds_it(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

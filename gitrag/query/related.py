@@ -36,6 +36,7 @@ from gitrag.query.retrieval import (
     _overlay_json,
     candidates,
     freshness,
+    mark_in_head,
     overlay_for,
     read_snippet,
 )
@@ -112,6 +113,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
     results = [_from_payload(c.key, c.payload, c.score) for c in ranked]
     for r in results:
         r.snippet = read_snippet(ws, r, overlay)
+    mark_in_head([*results, here], overlay)
     response = AskResponse(f"{path}:{line}", freshness(ws, built), results, None, "hybrid")
     response.offset = offset
     response.worktree = _overlay_json(built)

@@ -60,7 +60,6 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
     for said in _unmatched(repo, response, path, tuple(exclude), typed):  # stderr: stdout (and --json) stays the answer
         output.info(said)
     blames = _blames(repo, response) if blame else None
-    unindexed = committed_unindexed(repo, response) if not as_json else set()
     written = _answer(settings, response, no_answer, as_json)
     todo = catching_up  # what the freshness line says to do about a lagging index
     if routed is None and todo is None and response.freshness is not None and not response.freshness.up_to_date:
@@ -79,7 +78,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, no_an
         _print_files(response, todo, _none_found(path, lang, exclude))
     else:
         _print(response, snippets=not (written and written.text), catching_up=todo,
-               none=_none_found(path, lang, exclude), blames=blames, unindexed=unindexed)
+               none=_none_found(path, lang, exclude), blames=blames)
     return EXIT_OK
 
 
@@ -300,35 +299,16 @@ WORKTREE_MARK = "[work tree]"
 UNINDEXED_MARK = "[in HEAD, not indexed yet]"
 
 
-def committed_unindexed(repo: str, r: AskResponse, more: tuple[tuple[str, str], ...] = ()) -> set[tuple[str, str]]:
-    """(path, blob) of the work-tree results (and of ``more``: related's located chunk) that are
-    not uncommitted edits: the overlay reads from disk every file changed since the indexed
-    commit, and a file committed since (its bytes on disk are HEAD's blob) is HEAD's code not
-    indexed yet, not a work-tree change. Empty when the index is at HEAD or git cannot say (a
-    hint only)."""
-    f = r.freshness
-    ours = {(res.path, res.blob) for res in r.results if res.source == "worktree" and res.blob} | set(more)
-    if not ours or f is None or f.head is None or f.up_to_date or r.revision or r.team:
-        return set()
-    from gitrag.git.repo import GitRepo
-
-    try:
-        git = GitRepo(repo)
-        return {(path, blob) for path, blob in ours if git.blob_at(f.head, path) == blob}
-    except Exception:  # noqa: BLE001 - the label only: the results stand without it
-        return set()
-
-
 def _print(r: AskResponse, snippets: bool = True, catching_up: str | None = None, none: str = "no results",
-           blames: list[dict | None] | None = None, unindexed: set[tuple[str, str]] | None = None) -> None:
+           blames: list[dict | None] | None = None) -> None:
     """The ranked results and the freshness line; a work-tree result is marked WORKTREE_MARK, or
-    UNINDEXED_MARK when its (path, blob) is in ``unindexed`` (:func:`committed_unindexed`)."""
+    UNINDEXED_MARK when it is HEAD's code not indexed yet (``in_head``, set where it was searched)."""
     if not r.results:
         output.line(none)
     for i, res in enumerate(r.results, r.offset + 1):
         via: tuple[Any, ...] = ("  ", (f"(used by {res.expanded_from})", "dim")) if res.expanded_from else ()
         if res.source == "worktree":
-            via += ("  ", (UNINDEXED_MARK if (res.path, res.blob) in (unindexed or ()) else WORKTREE_MARK, "yellow"))
+            via += ("  ", (UNINDEXED_MARK if res.in_head else WORKTREE_MARK, "yellow"))
         output.line((f"{i:>2}. {quoting.quote(res.path)}:{res.start_line}-{res.end_line}", "bold"),
                     f"  {_printable(res.symbol)}  ", (f"{res.score:.4f}", "dim"), *via)
         if blames is not None and blames[i - 1 - r.offset] is not None:
@@ -373,8 +353,7 @@ def _print_freshness(r: AskResponse, catching_up: str | None = None) -> None:
                      f"{r.worktree.get('files', 0)} files; commit them (or .gitignore untracked ones), or ask " \
                      f"with --committed to leave the work tree out)"
     if r.worktree and r.worktree.get("late"):  # mid-sync: HEAD's files not indexed yet, past the ask's wait
-        extra += (f"; {r.worktree['late']} file(s) committed since the index not searched yet (the sync is on "
-                  f"them: ask again in a moment)")
+        extra += f"; {r.worktree['late']} file(s) committed since the index not searched yet (over the ask's wait)"
     output.line((f"{f.branch}: {state}{extra}", "dim"))
 
 

@@ -20,7 +20,6 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
         _print,
         _printable,
         _revived,
-        committed_unindexed,
     )
     from gitrag.surfaces.shellpath import repository_prefix
 
@@ -51,11 +50,9 @@ def related(location: str, repo: str, k: int, path: str, lang: str, exclude: tup
         return EXIT_OK
     here = data["located"]
     response = routing.response_from_json(data)
-    located = (here["path"], here.get("blob", ""))
-    unindexed = committed_unindexed(repo, response, (located,) if here.get("source") == "worktree" else ())
-    mark = "" if here.get("source") != "worktree" else f"  {UNINDEXED_MARK if located in unindexed else WORKTREE_MARK}"
+    mark = "" if here.get("source") != "worktree" else f"  {UNINDEXED_MARK if here.get('in_head') else WORKTREE_MARK}"
     output.line(f"like {quoting.quote(here['path'])}:{here['start_line']}-{here['end_line']}  {here['symbol']}{mark}")
-    _print(response, unindexed=unindexed)
+    _print(response)
     return EXIT_OK
 
 
