@@ -523,3 +523,23 @@ def test_files_committed_since_the_index_are_embedded_only_until_the_deadline(in
     assert not any(r["path"] in ("jobs/task_3.py", "jobs/task_4.py") for r in got["results"])
     ask_command._print(response_from_json(got), snippets=False)
     assert "2 file(s) committed since the index not searched yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("config", [True, False])
+def test_a_bare_clone_has_no_work_tree_even_without_its_config(indexed: Repo, tmp_path: Path, config: bool) -> None:
+    """libgit2 takes the parent folder of a bare git dir whose ``config`` is gone for its work
+    tree; git does not: nothing of the folder around it is searched."""
+    from gitrag.git.repo import GitRepo
+
+    host = tmp_path / "host"
+    bare = host / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(indexed.path), str(bare)], check=True)
+    (host / "stray.py").write_text("def jittered_stray_helper():\n    return 1\n")
+    if not config:
+        (bare / "config").unlink()
+    assert GitRepo(bare).workdir is None
+    index(bare)
+    with open_workspace(bare) as ws:
+        got = ask(ws, "jittered_stray_helper backoff_delay", k=5, worktree_overlay=True).to_json()
+    assert got["worktree_changes"] == 0 and got["worktree"]["files"] == 0
+    assert {r["source"] for r in got["results"]} == {"index"} and "net/retry.py" in {r["path"] for r in got["results"]}

@@ -89,12 +89,22 @@ class GitRepo:
         self.repo = _open(found)
         self.git_dir = Path(self.repo.path).resolve()
         self.common_dir = self._common_dir()
-        self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir else None
+        self.workdir = Path(self.repo.workdir).resolve() if self.repo.workdir and not self._bare_by_git() else None
         for where in (self.workdir, self.common_dir):
             if where is not None and not is_utf8(str(where)):
                 raise UnsupportedPath(
                     f"the repository's path {decode_path(os.fsencode(where))} is not valid UTF-8, and gitrag "
                     "names its index and talks to its daemon by that path: rename the folder (or a parent)")
+
+    def _bare_by_git(self) -> bool:
+        """Whether git takes this repository for a bare one although pygit2 gives it a work tree:
+        a git dir not named ``.git`` whose config does not set ``core.bare`` (a bare clone whose
+        ``config`` file is gone) is bare to git when found by itself, while libgit2 takes its
+        parent folder for the work tree (git status there would list a whole unrelated folder)."""
+        if self.git_dir.name == ".git" or self.git_dir != self.common_dir or os.environ.get("GIT_WORK_TREE"):
+            return False
+        config = self.repo.config
+        return "core.bare" not in config and "core.worktree" not in config
 
     def _common_dir(self) -> Path:
         marker = self.git_dir / "commondir"
