@@ -394,3 +394,32 @@ def test_a_reported_branch_deleted_before_the_sync_is_dropped_quietly(repo: Repo
     log = Path(os.environ["GITRAG_HOME"] + "-daemon.log").read_text()
     assert "sync failed" not in log and "sync crashed" not in log and "Traceback" not in log
     assert log.count("reported branch gone") >= 2  # both reported branches were looked up, and found gone
+
+
+def test_a_job_cancelled_by_the_daemon_stopping_is_one_line_not_a_traceback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A scheduled job still running when the daemon stops is cancelled with the loop: that
+    is normal, so daemon.log gets no "raised an exception" traceback for it."""
+    import asyncio
+    import logging
+
+    from gitrag.daemon.jobs import Jobs
+    from gitrag.daemon.service import Service
+
+    async def main() -> None:
+        service = Service(str(tmp_path / "daemon.sock"))
+        running = asyncio.Event()
+
+        async def slow_round(_service: object) -> None:  # a warm-up round still under way at the stop
+            running.set()
+            await asyncio.sleep(3600)
+
+        service.warmer.run = slow_round  # type: ignore[method-assign]
+        jobs = Jobs(service, reconcile_s=3600, gc_s=3600)
+        jobs.start()
+        await asyncio.wait_for(running.wait(), 30)
+        jobs.shutdown()  # then asyncio.run cancels what still runs, as the daemon's _serve returning does
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if r.exc_info or "raised an exception" in r.getMessage()], caplog.text

@@ -21,8 +21,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,6 +43,21 @@ log = structlog.get_logger("gitrag.daemon")
 RELEASE_EVERY_S = 5.0
 
 
+def calm(fn: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[object]]:
+    """``fn`` as a scheduled job whose cancellation (the daemon stopping while it runs) is one
+    log line: apscheduler logs a cancelled coroutine job as an error with its traceback."""
+
+    @functools.wraps(fn)
+    async def job(*args: object, **kwargs: object) -> object:
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError:
+            log.info("scheduled job cancelled: the daemon is stopping", job=getattr(fn, "__name__", repr(fn)))
+            return None
+
+    return job
+
+
 class Jobs:
     """Owns the scheduler; ``debounce`` is handed to the Service as its event timer."""
 
@@ -59,15 +75,15 @@ class Jobs:
 
     def start(self) -> None:
         now = datetime.now(UTC)
-        self.scheduler.add_job(self.reconcile, "interval", seconds=self.reconcile_s, id="reconcile",
+        self.scheduler.add_job(calm(self.reconcile), "interval", seconds=self.reconcile_s, id="reconcile",
                                next_run_time=now, coalesce=True, max_instances=1)
-        self.scheduler.add_job(self.gc, "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
-        self.scheduler.add_job(self.service.warmer.run, "interval", args=[self.service], seconds=warm.WARM_EVERY_S,
+        self.scheduler.add_job(calm(self.gc), "interval", seconds=self.gc_s, id="gc", coalesce=True, max_instances=1)
+        self.scheduler.add_job(calm(self.service.warmer.run), "interval", args=[self.service], seconds=warm.WARM_EVERY_S,
                                id="warm-overlays", coalesce=True, max_instances=1)
-        self.scheduler.add_job(self.release_idle, "interval", seconds=min(RELEASE_EVERY_S, self.release_after_s),
+        self.scheduler.add_job(calm(self.release_idle), "interval", seconds=min(RELEASE_EVERY_S, self.release_after_s),
                                id="release-idle", coalesce=True, max_instances=1)
         if self.orphan_s > 0:
-            self.scheduler.add_job(self.leave_if_orphaned, "interval", seconds=min(30.0, max(0.5, self.orphan_s / 2)),
+            self.scheduler.add_job(calm(self.leave_if_orphaned), "interval", seconds=min(30.0, max(0.5, self.orphan_s / 2)),
                                    id="orphan", coalesce=True, max_instances=1)
         self.scheduler.start()
 
@@ -116,7 +132,7 @@ class Jobs:
             fn()
 
         run_at = datetime.now(UTC) + timedelta(seconds=delay)
-        self.scheduler.add_job(fire, "date", run_date=run_at, id=f"debounce:{key}", replace_existing=True)
+        self.scheduler.add_job(calm(fire), "date", run_date=run_at, id=f"debounce:{key}", replace_existing=True)
 
     async def reconcile(self) -> None:
         """Drain the spool, then queue every registered work tree whose index is behind."""
