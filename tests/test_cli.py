@@ -560,6 +560,9 @@ def test_ask_after_an_interrupted_first_index_says_the_index_is_partial(
     assert (data["commit"], data["head"], data["up_to_date"]) == (None, head, False) and data["results"]
     related = gitrag("related", f"{data['results'][0]['path']}:1", cwd=repo.path)
     assert related.returncode == 0 and related.stdout.splitlines()[-1] == line, related.stdout + related.stderr
+    row = next(ln for ln in gitrag("status", cwd=repo.path).stdout.splitlines() if ln.startswith(" * main"))
+    assert f"a partial index (its first index has not finished), head {head[:12]}" in row, row
+    assert "nothing" not in row and " 0 points" not in row  # the batches written: their points are counted
     assert gitrag("index", cwd=repo.path).returncode == 0
     assert gitrag("ask", "handler", cwd=repo.path).stdout.splitlines()[-1] == "main: up to date"
 

@@ -79,15 +79,20 @@ def _print(data: dict[str, Any]) -> None:
 def _freshness(b: dict[str, Any]) -> str:
     """A branch's index against its head, saying what a name without a head is: a branch deleted
     in git (gc forgets it), the view of a detached HEAD not checked out here now."""
-    indexed = str(b["indexed_commit"])[:12] if b["indexed_commit"] else "nothing yet (first index not finished)"
+    if b["indexed_commit"]:
+        indexed = f"indexed {str(b['indexed_commit'])[:12]}"
+    elif b["points"]:  # an interrupted first index: its batches so far are written, and answer
+        indexed = "a partial index (its first index has not finished)"
+    else:
+        indexed = "nothing indexed yet (first index not finished)"
     kind = b.get("kind")  # a daemon of an older gitrag sends none
     if b["up_to_date"]:
         return "up to date"
     if kind == "deleted" or (kind is None and b["head"] is None and not b["current"]):
-        return f"indexed {indexed}; branch deleted in git: `gitrag gc` forgets it"
+        return f"{indexed}; branch deleted in git: `gitrag gc` forgets it"
     if kind == "detached" and b["head"] is None:
-        return f"indexed {indexed}; a detached HEAD's view, not checked out now"
-    return f"indexed {indexed}, head {str(b['head'])[:12] if b['head'] else 'none (no commit)'}"
+        return f"{indexed}; a detached HEAD's view, not checked out now"
+    return f"{indexed}, head {str(b['head'])[:12] if b['head'] else 'none (no commit)'}"
 
 
 def _pad(text: str, width: int) -> str:
