@@ -586,6 +586,14 @@ def test_status_names_a_deleted_branch_and_a_detached_head_view_as_what_they_are
     kinds = {b["name"]: b["kind"] for b in json.loads(gitrag("status", "--json", cwd=project.path).stdout)
              ["repos"][0]["branches"]}
     assert kinds == {"main": "branch", "feature": "deleted", "(HEAD detached)": "detached"}
+    assert gitrag("ask", "more", "--rev", "HEAD", "--no-answer", cwd=project.path).returncode == 0  # a revision view
+    lags = {c["name"]: c["detail"] for c in json.loads(gitrag("doctor", "--json", cwd=project.path).stdout)
+            ["checks"] if c["name"].startswith("lag ")}
+    assert lags["lag (HEAD detached)"] == "a detached HEAD's view, not checked out now", lags
+    assert lags["lag feature"].startswith("branch deleted in git"), lags
+    views = [detail for name, detail in lags.items() if name.startswith("lag (rev ")]
+    assert views == ["an `ask --rev` view: at its commit by definition"], lags
+    assert not any("gone" in detail for detail in lags.values()), lags
     assert json.loads(gitrag("gc", "--json", cwd=project.path).stdout)["deleted"] == ["feature"]
     assert "feature" not in gitrag("status", cwd=project.path).stdout
 

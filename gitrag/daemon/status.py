@@ -38,7 +38,7 @@ def collect(ws: Workspace, daemon: dict[str, Any] | None = None) -> dict[str, An
     for b in ws.state.branches():
         head = _branch_head(ws, b.name, current)
         branches.append({
-            "name": b.name, "kind": _kind(b.name, head, current), "head": head, "indexed_commit": b.indexed_commit,
+            "name": b.name, "kind": branch_kind(b.name, head, current), "head": head, "indexed_commit": b.indexed_commit,
             "up_to_date": head is not None and head == b.indexed_commit, "current": b.name == current,
             "points": ws.state.point_count(b.name), "collection": b.collection,
             "collection_bytes": ws.store.size_bytes(b.collection) if ws.store.has_collection(b.collection) else 0,
@@ -70,7 +70,7 @@ def collect_never_indexed(repo: GitRepo, settings: Settings, daemon: dict[str, A
     }
 
 
-def _kind(name: str, head: str | None, current: str) -> str:
+def branch_kind(name: str, head: str | None, current: str) -> str:
     """What an indexed name stands for: ``revision`` (an ``ask --rev`` view), ``detached`` (the
     view of a detached HEAD, gitrag.git.repo.DETACHED), ``deleted`` (a branch git no longer has:
     gc forgets it) or ``branch``."""

@@ -247,12 +247,20 @@ def check_lag(repo: GitRepo) -> list[Check]:
                       "commit first (`git commit`); then `gitrag index`, or the hooks, index it")]
     if not branches:
         return [Check("lag", "warn", "nothing indexed yet", f"gitrag index --repo {repo.root}")]
+    from gitrag.daemon.status import branch_kind
+
     checks = []
+    current = repo.branch()
     for b in branches:
         tip = repo.branch_tip(b.name) if b.name in repo.branches() else None
-        head = tip if tip is not None else (repo.head() if b.name == repo.branch() else None)
-        if head is None:
-            checks.append(Check(f"lag {b.name}", "ok", "branch gone: its index is dropped after the TTL"))
+        head = tip if tip is not None else (repo.head() if b.name == current else None)
+        kind = branch_kind(b.name, head, current)  # a view is not a branch: never "gone"
+        if kind == "revision":
+            checks.append(Check(f"lag {b.name}", "ok", "an `ask --rev` view: at its commit by definition"))
+        elif kind == "detached" and head is None:
+            checks.append(Check(f"lag {b.name}", "ok", "a detached HEAD's view, not checked out now"))
+        elif head is None:
+            checks.append(Check(f"lag {b.name}", "ok", "branch deleted in git: `gitrag gc` forgets its index"))
         elif head == b.indexed_commit:
             checks.append(Check(f"lag {b.name}", "ok", f"up to date at {head[:12]}"))
         else:
