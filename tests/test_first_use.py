@@ -163,7 +163,12 @@ def test_a_one_line_data_file_is_skipped_as_minified_data(repo: Repo) -> None:
     repo.commit("data")
     data = json.loads(gitrag("index", "--json", "--repo", str(repo.path)).stdout)
     skipped = {s["path"]: s["reason"] for s in data["skipped"]}
-    assert skipped["data/stations.json"].startswith("minified data (average line "), skipped
-    assert skipped["icons/logo.svg"].startswith("minified data ("), skipped
+    assert skipped["data/stations.json"].startswith("minified (data, average line "), skipped
+    assert skipped["icons/logo.svg"].startswith("minified (data, "), skipped
+    repo.write("web/app.js", "var a=1;" * 200)  # minified code: the same kind of reason, one term
+    repo.commit("js")
+    gitrag("index", "--repo", str(repo.path))
+    kinds = json.loads(gitrag("status", "--json", "--repo", str(repo.path)).stdout)["repos"][0]["branches"][0]["skipped"]
+    assert kinds == {"minified": 3}, kinds
     assert "data/stations-pretty.json" not in skipped and "config/settings.json" not in skipped, skipped
     assert data["files_indexed"] == 3 and data["chunks_total"] < 400, data

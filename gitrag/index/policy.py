@@ -21,7 +21,7 @@ costs most of the embedding time (a committed ``node_modules/`` is thousands of 
   by content: JS/CSS with an average line over 110 bytes or a ``sourceMappingURL`` on one
   of its last two lines (linguist's rules). Minified data too: a JSON, XML or SVG file over
   :data:`_DATA_FLOOR` bytes whose average line is over :data:`_MINIFIED_DATA_LINE` bytes
-  (``minified data (average line N bytes)``) was written by a program for a program; a 1 MB
+  (``minified (data, average line N bytes)``: one kind, ``minified``, with minified code) was written by a program for a program; a 1 MB
   one-line JSON became 4,863 chunks of one line's slices that match any question about its
   keys. A pretty-printed or small one stays indexed. Other files with long lines (a 200 KB
   one-line Python expression) are not judged by line length.
@@ -204,6 +204,8 @@ def reason_kind(reason: str) -> str:
     ``unreadable blob: ...`` -> ``unreadable blob``, ``binary`` -> ``binary``."""
     if reason.startswith("larger than "):
         return "larger than max_file_bytes"
+    if reason.startswith("minified data ("):  # as an index made before the one term wrote it
+        return "minified"
     return reason.split(" (", 1)[0].split(": ", 1)[0]
 
 
@@ -219,7 +221,7 @@ def machine_written(path: str, data: bytes) -> str | None:
         if any(_SOURCE_MAP_REF.match(line) for line in lines[-2:]):
             return "generated (has a source map)"
     elif path.lower().endswith(_DATA) and len(data) > _DATA_FLOOR and average > _MINIFIED_DATA_LINE:
-        return f"minified data (average line {average} bytes)"
+        return f"minified (data, average line {average} bytes)"
     head = b"\n".join(lines[:_GENERATED_LINES])
     marker = GENERATED.search(head)
     if marker:
