@@ -5,6 +5,7 @@
     python bench/bench_disk.py recall --corpus DIR
     python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
     [PYTHONPATH=OLD_GITRAG_DIR] python bench/bench_disk.py sparse-cpu --tree /path/sqlalchemy [--chunks 10000]
+    python bench/bench_disk.py payload-cpu --state HOME/data/REPO/state.db
 
 ``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
 process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
@@ -36,6 +37,12 @@ limit), each computed on a fresh process's first pass (its term memos empty: the
 case) and again (memos warm), and, where the code on ``PYTHONPATH`` still caches sparse
 vectors (``VectorCache.put_sparse``; cache format 3 and before), written to an empty cache
 and read back (``get_sparse``: the SELECT, the digest check and the weights from the counts).
+
+``payload-cpu``: bytes and read CPU of the ``points`` payloads of a ``state.db`` in both forms
+(state format 3's JSON object, format 4's positional array, :func:`gitrag.index.state.stored_payload`):
+every row's payload made in each form, then ``loaded_payload`` of all of them, the two forms
+alternated ``--runs`` times in this process (median µs per row), and the dict each gives
+checked equal, in the same key order.
 """
 
 from __future__ import annotations
@@ -279,6 +286,39 @@ def sparse_cpu(args: argparse.Namespace) -> int:
     return 0
 
 
+def payload_cpu(args: argparse.Namespace) -> int:
+    import statistics
+    import time
+
+    from gitrag.index.state import _COLUMN_FIELDS, loaded_payload, stored_payload
+
+    db = sqlite3.connect(f"file:{args.state}?mode=ro", uri=True)
+    rows = db.execute("SELECT path, blob, chunk_hash, payload FROM points").fetchall()
+    db.close()
+    forms: dict[str, list[tuple[str, str, str, str]]] = {"object": [], "array": []}
+    for path, blob, h, text in rows:
+        full = loaded_payload(text, path, blob, h)
+        obj = json.dumps({k: v for k, v in full.items() if k not in _COLUMN_FIELDS}, separators=(",", ":"),
+                         ensure_ascii=False)
+        forms["object"].append((obj, path, blob, h))
+        forms["array"].append((stored_payload(full), path, blob, h))
+    times: dict[str, list[float]] = {"object": [], "array": []}
+    for _ in range(args.runs):
+        for name, items in forms.items():
+            t0 = time.process_time()
+            for item in items:
+                loaded_payload(*item)
+            times[name].append(time.process_time() - t0)
+    same = all(list(loaded_payload(*a).items()) == list(loaded_payload(*b).items())
+               for a, b in zip(forms["object"], forms["array"], strict=True))
+    out = {"rows": len(rows), "same payloads": same}
+    for name, items in forms.items():
+        out[f"{name}: bytes per row"] = round(sum(len(t.encode()) for t, *_ in items) / max(len(rows), 1), 1)
+        out[f"{name}: read us per row"] = round(statistics.median(times[name]) * 1e6 / max(len(rows), 1), 2)
+    print(json.dumps(out) if args.json else out)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -296,11 +336,14 @@ def main() -> int:
     s = sub.add_parser("sparse-cpu", help="CPU per chunk: a sparse vector computed again vs a cache's put and get")
     s.add_argument("--tree", action="append", required=True)
     s.add_argument("--chunks", type=int, default=10_000)
-    for p in (d, r, c, m, s):
+    pc = sub.add_parser("payload-cpu", help="bytes and read CPU of a state's payloads as objects and as arrays")
+    pc.add_argument("--state", required=True)
+    pc.add_argument("--runs", type=int, default=5)
+    for p in (d, r, c, m, s, pc):
         p.add_argument("--json", action="store_true")
     args = ap.parse_args()
     return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory,
-            "sparse-cpu": sparse_cpu}[args.cmd](args)
+            "sparse-cpu": sparse_cpu, "payload-cpu": payload_cpu}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def test_an_index_of_format_3_is_converted_in_place_to_positional_payloads(repo:
         old = {pid: list({**json.loads(p), "path": path, "blob": blob, "chunk_hash": h}.items())
                for pid, path, blob, h, p in db.execute("SELECT point_id, path, blob, chunk_hash, payload FROM points")}
         old_bytes = db.execute("SELECT sum(length(payload)) FROM points").fetchone()[0]
-    assert old and any(("prose", 1.0) in p or ("test", 1.0) in p for p in old.values())
+    assert old and any(len(p) > 10 for p in old.values())  # some with more fields than the positional ones
 
     s = index(repo.path)  # first use by this code: the state is converted as it opens
     assert s.chunks_embedded == 0 and s.paths_embedded == 0 and s.chunks_total == len(old)

@@ -58,7 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -205,14 +205,21 @@ def loaded_payload(text: str, path: str, blob: str, chunk_hash: str, db: sqlite3
     """The payload of a ``points`` row: its JSON (either form of :func:`stored_payload`) and
     its path, blob and chunk hash columns. Text that is neither form raises ValueError, or,
     with ``db`` (the state it was read from), StateError naming that file and the fix (see
-    ``_manifest_json``)."""
-    if db is not None:
-        payload = _manifest_json(text, db)
-    else:
-        got = _payload_fields(json.loads(text))
-        if got is None:
+    ``_damaged``)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        value = None
+    if type(value) is list and len(value) == len(_POSITIONAL):  # most rows: no extras, nothing else to check
+        payload = dict(zip(_POSITIONAL, value, strict=True))
+        payload["path"], payload["blob"], payload["chunk_hash"] = path, blob, chunk_hash
+        return payload
+    got = _payload_fields(value)
+    if got is None:
+        if db is None:
             raise ValueError("a manifest payload that is neither a JSON object nor its positional array")
-        payload = got
+        _damaged(db)
+    payload = got
     payload.setdefault("path", path)
     payload.setdefault("blob", blob)
     payload.setdefault("chunk_hash", chunk_hash)
@@ -1036,19 +1043,13 @@ def _commit_paths(
     )
 
 
-def _manifest_json(text: str, db: sqlite3.Connection) -> dict[str, Any]:
-    """A manifest row's payload; StateError naming the file and the fix when its bytes are not
-    a payload's JSON (:func:`stored_payload`; a byte gone bad inside the text: SQLite's own
+def _damaged(db: sqlite3.Connection) -> NoReturn:
+    """Raise StateError naming the state file and the fix: a manifest row's bytes are not a
+    payload's JSON (:func:`stored_payload`; a byte gone bad inside the text: SQLite's own
     checks pass)."""
-    try:
-        payload = _payload_fields(json.loads(text))
-    except (ValueError, TypeError):
-        payload = None
-    if payload is None:
-        row = db.execute("PRAGMA database_list").fetchone()
-        raise StateError(f"the index state {row[2] if row else 'state.db'} is damaged (a manifest row is not JSON): "
-                         "run `gitrag index --rebuild`")
-    return payload
+    row = db.execute("PRAGMA database_list").fetchone()
+    raise StateError(f"the index state {row[2] if row else 'state.db'} is damaged (a manifest row is not JSON): "
+                     "run `gitrag index --rebuild`")
 
 
 def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) -> dict[str, Member]:
