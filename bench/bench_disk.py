@@ -4,6 +4,8 @@
     python bench/bench_disk.py report --home GITRAG_HOME --chunks N
     python bench/bench_disk.py recall --corpus DIR
     python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
+    [PYTHONPATH=OLD_GITRAG_DIR] python bench/bench_disk.py sparse-cpu --tree /path/sqlalchemy [--chunks 10000]
+    python bench/bench_disk.py payload-cpu --state HOME/data/REPO/state.db
 
 ``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
 process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
@@ -27,6 +29,20 @@ the largest difference from float32 over every variant and column.
 an empty GITRAG_HOME, printing the process's anonymous and file-backed RSS (``RssAnon``,
 ``RssFile`` of /proc/self/status, MB) after every store flush, with the points written so
 far: what grows with the collection in the process that writes the store.
+
+``sparse-cpu``: CPU per chunk (µs, ``process_time``) of a sparse vector computed again from
+the chunk's text (``sparse.document_vector``) against a cache's: the first ``--chunks``
+embeddable chunks of the tree's tracked files (``chunking.analyze`` with its default token
+limit), each computed on a fresh process's first pass (its term memos empty: the dearest
+case) and again (memos warm), and, where the code on ``PYTHONPATH`` still caches sparse
+vectors (``VectorCache.put_sparse``; cache format 3 and before), written to an empty cache
+and read back (``get_sparse``: the SELECT, the digest check and the weights from the counts).
+
+``payload-cpu``: bytes and read CPU of the ``points`` payloads of a ``state.db`` in both forms
+(state format 3's JSON object, format 4's positional array, :func:`gitrag.index.state.stored_payload`):
+every row's payload made in each form, then ``loaded_payload`` of all of them, the two forms
+alternated ``--runs`` times in this process (median µs per row), and the dict each gives
+checked equal, in the same key order.
 """
 
 from __future__ import annotations
@@ -222,6 +238,87 @@ def sync_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def sparse_cpu(args: argparse.Namespace) -> int:
+    import time
+
+    from gitrag.index import sparse
+    from gitrag.index.chunking import analyze
+    from gitrag.index.vector_cache import VectorCache
+
+    tree = Path(args.tree[0])
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=tree, capture_output=True, check=True).stdout.split(b"\0")
+    texts: dict[str, str] = {}
+    for name in filter(None, files):
+        path = name.decode("utf-8", "surrogateescape")
+        try:
+            data = (tree / path).read_bytes()
+            chunks = analyze(path, data).chunks
+        except Exception:  # noqa: BLE001 - a file the chunker refuses is left out of the sample
+            continue
+        texts.update((c.hash, c.text) for c in chunks if c.embeddable)
+        if len(texts) >= args.chunks:
+            break
+    keys = list(texts)[: args.chunks]
+    us = lambda t: round(t * 1e6 / len(keys), 1)  # noqa: E731 - a local shorthand
+    t0 = time.process_time()
+    made = {h: sparse.document_vector(texts[h]) for h in keys}
+    t1 = time.process_time()
+    for h in keys:
+        sparse.document_vector(texts[h])
+    t2 = time.process_time()
+    out: dict[str, Any] = {"chunks": len(keys), "compute first pass": us(t1 - t0), "compute again": us(t2 - t1),
+                           "terms per chunk": round(sum(len(v.indices) for v in made.values()) / len(keys), 1)}
+    with tempfile.TemporaryDirectory(prefix="gitrag-sparsecpu-") as tmp:
+        cache = VectorCache(Path(tmp) / "cache.db")
+        if hasattr(cache, "put_sparse"):
+            t0 = time.process_time()
+            for i in range(0, len(keys), 500):
+                cache.put_sparse({h: made[h] for h in keys[i : i + 500]}, sparse.VERSION)
+            t1 = time.process_time()
+            got: dict[str, Any] = {}
+            for i in range(0, len(keys), 500):
+                got.update(cache.get_sparse(keys[i : i + 500], sparse.VERSION))
+            t2 = time.process_time()
+            assert len(got) == len(keys)
+            out.update({"cache put": us(t1 - t0), "cache get": us(t2 - t1)})
+        cache.close()
+    print(json.dumps(out) if args.json else out)
+    return 0
+
+
+def payload_cpu(args: argparse.Namespace) -> int:
+    import statistics
+    import time
+
+    from gitrag.index.state import _COLUMN_FIELDS, loaded_payload, stored_payload
+
+    db = sqlite3.connect(f"file:{args.state}?mode=ro", uri=True)
+    rows = db.execute("SELECT path, blob, chunk_hash, payload FROM points").fetchall()
+    db.close()
+    forms: dict[str, list[tuple[str, str, str, str]]] = {"object": [], "array": []}
+    for path, blob, h, text in rows:
+        full = loaded_payload(text, path, blob, h)
+        obj = json.dumps({k: v for k, v in full.items() if k not in _COLUMN_FIELDS}, separators=(",", ":"),
+                         ensure_ascii=False)
+        forms["object"].append((obj, path, blob, h))
+        forms["array"].append((stored_payload(full), path, blob, h))
+    times: dict[str, list[float]] = {"object": [], "array": []}
+    for _ in range(args.runs):
+        for name, items in forms.items():
+            t0 = time.process_time()
+            for item in items:
+                loaded_payload(*item)
+            times[name].append(time.process_time() - t0)
+    same = all(list(loaded_payload(*a).items()) == list(loaded_payload(*b).items())
+               for a, b in zip(forms["object"], forms["array"], strict=True))
+    out = {"rows": len(rows), "same payloads": same}
+    for name, items in forms.items():
+        out[f"{name}: bytes per row"] = round(sum(len(t.encode()) for t, *_ in items) / max(len(rows), 1), 1)
+        out[f"{name}: read us per row"] = round(statistics.median(times[name]) * 1e6 / max(len(rows), 1), 2)
+    print(json.dumps(out) if args.json else out)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -236,10 +333,17 @@ def main() -> int:
     c.add_argument("--embedder", default="static")
     m = sub.add_parser("sync-memory", help="RSS of a first index in this process at every store flush")
     m.add_argument("--tree", action="append", required=True)
-    for p in (d, r, c, m):
+    s = sub.add_parser("sparse-cpu", help="CPU per chunk: a sparse vector computed again vs a cache's put and get")
+    s.add_argument("--tree", action="append", required=True)
+    s.add_argument("--chunks", type=int, default=10_000)
+    pc = sub.add_parser("payload-cpu", help="bytes and read CPU of a state's payloads as objects and as arrays")
+    pc.add_argument("--state", required=True)
+    pc.add_argument("--runs", type=int, default=5)
+    for p in (d, r, c, m, s, pc):
         p.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory}[args.cmd](args)
+    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory,
+            "sparse-cpu": sparse_cpu, "payload-cpu": payload_cpu}[args.cmd](args)
 
 
 if __name__ == "__main__":

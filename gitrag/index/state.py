@@ -9,7 +9,8 @@ Every branch's manifest is built from rows shared by all branches that hold the 
 - ``files``: per branch, each tracked path -> blob id and skip reason (NULL if indexed).
 - ``points``: per (variant, path, blob), the chunk occurrences of that file: point id,
   chunk hash and payload (compact JSON without the path, blob and chunk hash its columns
-  hold: :func:`stored_payload`, :func:`loaded_payload`). ``variant`` is
+  hold, as an array of the fields every chunk has, by position, then an object of the
+  others: :func:`stored_payload`, :func:`loaded_payload`). ``variant`` is
   ``<pipeline>|<embedder fingerprint>``. A
   branch's manifest is its ``files`` joined with these rows, so N branches holding the same
   blob share one set of rows (:meth:`State.points`).
@@ -23,14 +24,17 @@ Every branch's manifest is built from rows shared by all branches that hold the 
 - ``symbols``: per blob, the chunker's definitions and references (the symbol graph), as
   zlib-compressed JSON (:func:`graph_text`); ``symbol_names`` indexes its definitions by name.
 
-Format 3 (this module). A format-2 state (payloads with every field, graphs as JSON text,
+Format 4 (this module). A format-2 state (payloads with every field, graphs as JSON text,
 a ``points_by_hash`` index) is converted in place on open, nothing re-chunked or embedded:
 on sqlalchemy (47,718 chunks) a fresh index's state is 44.1 MB instead of 90.7 (0.92 KB per chunk
-instead of 1.90; bench/results/scale-disk.json).
+instead of 1.90; bench/results/scale-disk.json). A format-3 state (each payload a JSON object,
+its keys spelled out in every row) is converted in place the same way, each payload rewritten
+as its positional form (:func:`stored_payload`; bench/results/disk-cache13.json); a state
+that cannot be written then stays as it is, which this code reads too.
 
 The vector cache is one SQLite file shared by every repository of the user
 (``<data root>/cache.db``, see :mod:`gitrag.index.vector_cache`): (chunk SHA-256, embedder
-fingerprint) -> float16 vector, chunk SHA-256 -> sparse vector, each row checked by its
+fingerprint) -> int8 vector, chunk SHA-256 -> sparse vector, each row checked by its
 digest when read. A second clone, a fork or a moved folder embeds nothing embedded before.
 
 In the store, the points of all branches with one embedder share one collection; a point's
@@ -54,7 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -62,11 +66,14 @@ from gitrag.errors import DiskFull, StateError
 from gitrag.index.records import BranchView, SparseVec
 from gitrag.index.vector_cache import VectorCache, is_malformed
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MIGRATES_FROM = "1"  # a state of this format is converted on open (its vectors go to the shared cache)
-CONVERTS_FROM = "2"  # a state of this format is converted in place on open (:func:`_convert_format2`)
+# states of these formats are converted in place on open (:func:`_convert_format2`, :func:`_convert_format3`)
+CONVERTS_FROM = ("2", "3")
 # the payload fields a ``points`` row keeps in its own columns, left out of its payload JSON
 _COLUMN_FIELDS = ("path", "blob", "chunk_hash")
+# the fields every chunk's payload starts with (gitrag.index.indexer), kept by position
+_POSITIONAL = ("start_byte", "end_byte", "start_line", "end_line", "symbol", "kind", "language")
 
 # the symbol graph's definitions read by key (the last segment of the name, lower-cased), so a
 # query reads the few definitions of the names it needs, not the whole branch's graph
@@ -164,17 +171,55 @@ class PointRow:
 
 def stored_payload(payload: dict[str, Any]) -> str:
     """Compact JSON of ``payload`` without the fields its ``points`` row has as columns
-    (``_COLUMN_FIELDS``: path, blob, chunk hash; :func:`loaded_payload` puts them back)."""
-    return json.dumps({k: v for k, v in payload.items() if k not in _COLUMN_FIELDS}, separators=(",", ":"),
-                      ensure_ascii=False)
+    (``_COLUMN_FIELDS``: path, blob, chunk hash; :func:`loaded_payload` puts them back).
+    A payload whose other fields start with ``_POSITIONAL``'s, in that order (every chunk's),
+    is kept as a JSON array of their values, then, if it has more, an object of the rest
+    (``[5710,6364,146,166,"<module>","module","python",{"prose":1.0}]``: 61 bytes where
+    the object took 133); any other payload as a JSON object."""
+    rest = {k: v for k, v in payload.items() if k not in _COLUMN_FIELDS}
+    keys = tuple(rest)
+    if keys[: len(_POSITIONAL)] != _POSITIONAL:
+        return json.dumps(rest, separators=(",", ":"), ensure_ascii=False)
+    row: list[Any] = [rest[k] for k in _POSITIONAL]
+    if len(keys) > len(_POSITIONAL):
+        row.append({k: rest[k] for k in keys[len(_POSITIONAL):]})
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
+
+
+def _payload_fields(value: Any) -> dict[str, Any] | None:
+    """The payload fields of a stored payload's parsed JSON (:func:`stored_payload`'s two
+    forms), in the order they were given; None when it is neither form."""
+    if isinstance(value, dict):
+        return value
+    n = len(_POSITIONAL)
+    if not isinstance(value, list) or len(value) not in (n, n + 1) or (len(value) > n and not isinstance(value[n], dict)):
+        return None
+    fields = dict(zip(_POSITIONAL, value, strict=False))
+    if len(value) > n:
+        fields.update(value[n])
+    return fields
 
 
 def loaded_payload(text: str, path: str, blob: str, chunk_hash: str, db: sqlite3.Connection | None = None
                    ) -> dict[str, Any]:
-    """The payload of a ``points`` row: its JSON and its path, blob and chunk hash columns.
-    With ``db`` (the state it was read from), text that is not a JSON object raises
-    StateError naming that file and the fix (see ``_manifest_json``)."""
-    payload: dict[str, Any] = json.loads(text) if db is None else _manifest_json(text, db)
+    """The payload of a ``points`` row: its JSON (either form of :func:`stored_payload`) and
+    its path, blob and chunk hash columns. Text that is neither form raises ValueError, or,
+    with ``db`` (the state it was read from), StateError naming that file and the fix (see
+    ``_damaged``)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        value = None
+    if type(value) is list and len(value) == len(_POSITIONAL):  # most rows: no extras, nothing else to check
+        payload = dict(zip(_POSITIONAL, value, strict=True))
+        payload["path"], payload["blob"], payload["chunk_hash"] = path, blob, chunk_hash
+        return payload
+    got = _payload_fields(value)
+    if got is None:
+        if db is None:
+            raise ValueError("a manifest payload that is neither a JSON object nor its positional array")
+        _damaged(db)
+    payload = got
     payload.setdefault("path", path)
     payload.setdefault("blob", blob)
     payload.setdefault("chunk_hash", chunk_hash)
@@ -385,7 +430,7 @@ class State:
             self.db.execute("INSERT OR IGNORE INTO meta VALUES('symbol_names', '1')")
         elif row[0] == str(FORMAT_VERSION):
             self._index_symbol_names()
-        elif row[0] == CONVERTS_FROM:
+        elif row[0] in CONVERTS_FROM:
             self._convert()
             self._index_symbol_names()
         elif row[0] != str(FORMAT_VERSION):
@@ -411,12 +456,14 @@ class State:
             self._check_version(False)
 
     def _convert(self) -> None:
-        """Convert a format-2 state in place, in one transaction (:func:`_convert_format2`;
-        nothing re-chunked or embedded), then give the freed pages back. A state that cannot
-        be written now (read-only, busy) stays format 2, which this code reads as well."""
+        """Convert a format-2 or format-3 state in place, in one transaction
+        (:func:`_convert_format2`, then :func:`_convert_format3`; nothing re-chunked or
+        embedded), then give the freed pages back. A state that cannot be written now
+        (read-only, busy) stays as it is, which this code reads as well."""
         try:
             with self.transaction() as db:
                 done = _convert_format2(db)
+                done = _convert_format3(db) or done
         except (StateError, sqlite3.OperationalError):
             return
         if done:
@@ -797,7 +844,7 @@ class State:
                 other = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
                 try:
                     if other.execute("SELECT value FROM meta WHERE key='format'").fetchone() not in (
-                            (str(FORMAT_VERSION),), (CONVERTS_FROM,)):  # both have ``points.chunk_hash``
+                            (str(FORMAT_VERSION),), *((v,) for v in CONVERTS_FROM)):  # all have ``points.chunk_hash``
                         raise sqlite3.DatabaseError("another format")
                     live.update(r[0] for r in other.execute("SELECT DISTINCT chunk_hash FROM points"))
                 finally:
@@ -855,7 +902,7 @@ def _convert_format2(db: sqlite3.Connection) -> bool:
     ``points_by_path`` (path, blob): the 53-byte variant was most of each entry, and a blob
     has the rows of one or two pipelines. False when another process converted it first."""
     row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-    if row is None or row[0] != CONVERTS_FROM:
+    if row is None or row[0] != "2":
         return False
     db.execute("UPDATE points SET payload = json_remove(payload, '$.path', '$.blob', '$.chunk_hash')")
     keys = db.execute("SELECT blob, variant FROM symbols").fetchall()
@@ -867,6 +914,31 @@ def _convert_format2(db: sqlite3.Connection) -> bool:
     db.execute("DROP INDEX IF EXISTS points_by_hash")
     db.execute("DROP INDEX IF EXISTS points_by_file")  # (path, blob, variant): a blob has one variant or two
     db.execute("CREATE INDEX IF NOT EXISTS points_by_path ON points(path, blob)")
+    db.execute("UPDATE meta SET value='3' WHERE key='format'")
+    return True
+
+
+def _convert_format3(db: sqlite3.Connection) -> bool:
+    """Format 3 -> 4, inside the caller's transaction: every ``points`` payload (a JSON
+    object) rewritten in :func:`stored_payload`'s form; a payload that is not JSON is left
+    as it is (``index --rebuild`` finds it). False when the state is not format 3 (another
+    process converted it first)."""
+    row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    if row is None or row[0] != "3":
+        return False
+    last = ""
+    while rows := db.execute("SELECT point_id, payload FROM points WHERE point_id > ? ORDER BY point_id LIMIT 5000",
+                             (last,)).fetchall():
+        out = []
+        for pid, text in rows:
+            try:
+                value = json.loads(text)
+            except (ValueError, TypeError):
+                continue
+            if isinstance(value, dict):
+                out.append((stored_payload(value), pid))
+        db.executemany("UPDATE points SET payload=? WHERE point_id=?", out)
+        last = rows[-1][0]
     db.execute("UPDATE meta SET value=? WHERE key='format'", (str(FORMAT_VERSION),))
     return True
 
@@ -971,18 +1043,13 @@ def _commit_paths(
     )
 
 
-def _manifest_json(text: str, db: sqlite3.Connection) -> dict[str, Any]:
-    """A manifest row's payload; StateError naming the file and the fix when its bytes are not
-    a JSON object (a byte gone bad inside the text: SQLite's own checks pass)."""
-    try:
-        payload = json.loads(text)
-    except (ValueError, TypeError):
-        payload = None
-    if not isinstance(payload, dict):
-        row = db.execute("PRAGMA database_list").fetchone()
-        raise StateError(f"the index state {row[2] if row else 'state.db'} is damaged (a manifest row is not JSON): "
-                         "run `gitrag index --rebuild`")
-    return payload
+def _damaged(db: sqlite3.Connection) -> NoReturn:
+    """Raise StateError naming the state file and the fix: a manifest row's bytes are not a
+    payload's JSON (:func:`stored_payload`; a byte gone bad inside the text: SQLite's own
+    checks pass)."""
+    row = db.execute("PRAGMA database_list").fetchone()
+    raise StateError(f"the index state {row[2] if row else 'state.db'} is damaged (a manifest row is not JSON): "
+                     "run `gitrag index --rebuild`")
 
 
 def _members(db: sqlite3.Connection, fingerprint: str, paths: list[str] | None) -> dict[str, Member]:
