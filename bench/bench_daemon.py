@@ -18,7 +18,8 @@ For each (repository, code), one daemon (its own process, not niced):
   questions through ``gitrag.daemon.client.request`` from one process; p50 and p90 ms, a
   ``ping`` round trip's p50 (connect, peer check, JSON both ways: the transport alone), and
   the daemon's CPU ms per question (``/proc/PID/stat`` before and after, its background
-  work included: the overlay warm-up rounds);
+  work included: the overlay warm-up rounds) and a SHA-256 (16 hex) of every answer's JSON
+  (keys sorted), the same for two codes that answer alike;
 - memory right after the questions and again after ``--idle`` seconds without a request:
   Rss, Pss, Anonymous and the resident pages of the store's memory-mapped files (below
   HOME; file-backed, shared with the page cache and reclaimable) from ``/proc/PID/smaps``,
@@ -47,12 +48,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_scale import QUESTIONS, stop_daemon  # noqa: E402 - beside this script
 
 _PROBE = """
-import json, os, statistics, sys, time
+import hashlib, json, os, statistics, sys, time
 from gitrag.daemon import client
 tree, questions = sys.argv[1], json.loads(sys.argv[2])
 args = dict(repo=tree, k=10, mode="hybrid", path="", lang="", no_answer=True, expand=0)
 t0 = time.perf_counter()
-client.request("ask", timeout=600, question=questions[0], **args)
+answers = [client.request("ask", timeout=600, question=questions[0], **args)]
 first = 1000 * (time.perf_counter() - t0)
 pid = client.request("ping", timeout=60)["pid"]
 def cpu():
@@ -67,11 +68,12 @@ for q in questions[1:]:
     client.request("ping", timeout=60)
     ping.append(1000 * (time.perf_counter() - t0))
     t0 = time.perf_counter()
-    client.request("ask", timeout=600, question=q, **args)
+    answers.append(client.request("ask", timeout=600, question=q, **args))
     ask.append(1000 * (time.perf_counter() - t0))
+digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
 print(json.dumps({"first_ms": first, "p50_ms": statistics.median(ask), "p90_ms": statistics.quantiles(ask, n=10)[-1],
                   "ping_p50_ms": statistics.median(ping), "daemon_cpu_ms": 1000 * (cpu() - c0) / len(ask),
-                  "load": os.getloadavg()[0]}))
+                  "digest": digest, "load": os.getloadavg()[0]}))
 """
 
 
@@ -167,7 +169,7 @@ def show(row: dict[str, Any]) -> None:
     w, a, i = row["warm"], row["after_questions"], row["idle"]
     print(f"== {row['repo']} {row['code']} (load {row['load_before']} -> {i['load']})")
     print(f"  warm p50 {w['p50_ms']:.1f} ms, p90 {w['p90_ms']:.1f}, ping p50 {w['ping_p50_ms']:.1f}, "
-          f"daemon CPU {w['daemon_cpu_ms']:.1f} ms per question (load {w['load']:.1f})")
+          f"daemon CPU {w['daemon_cpu_ms']:.1f} ms per question (load {w['load']:.1f}), answers {w['digest']}")
     for label, m in (("after the questions", a), (f"idle {i['after_s']:g} s", i)):
         print(f"  {label:20} Rss {m['rss']:.0f} MiB = anon {m['anon']:.0f} + store files {m['store_files']:.0f} + git "
               f"{m['git_files']:.0f} + other files {m['other_files']:.0f}; Pss {m['pss']:.0f}, peak {m['peak']:.0f} "
