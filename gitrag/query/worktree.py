@@ -334,7 +334,7 @@ _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = Order
 _build_lock = threading.Lock()  # one build at a time in a process (see build)
 
 
-def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
+def build(ws: Workspace, branch: Branch, exact: bool | None = None, warming: bool = False) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
@@ -347,7 +347,8 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
     ``exact``: False lets an edited file not cached yet be chunked provisionally
     (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
     exact build in the daemon (its warm-up) gives the turn up while it chunks a file, so an
-    ask never waits for the chunker there."""
+    ask never waits for the chunker there. ``warming``: the daemon's warm-up builds it (not
+    recorded by :func:`settled_since`)."""
     global _asking, _last_ask
     exact = (not PROVISIONAL) if exact is None else exact
     if exact and PROVISIONAL:  # the daemon's warm-up: holds the turn except while it chunks (see _files)
@@ -355,11 +356,25 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None) -> Overlay:
             return _build(ws, branch, exact)
     with _build_lock:
         _asking += 1
+        started = time.monotonic()
         try:
-            return _build(ws, branch, exact)
+            built = _build(ws, branch, exact)
         finally:
             _asking -= 1
             _last_ask = time.monotonic()
+        if not warming and not any(f.provisional for f in built.files.values()):
+            _settled[str(ws.repo.root)] = started
+        return built
+
+
+_settled: dict[str, float] = {}  # work-tree root -> monotonic start of the last ask's build with no provisional cut
+
+
+def settled_since(root: str, since: float) -> bool:
+    """Whether an ask (not the warm-up) began building the overlay of the work tree ``root``
+    at or after ``since`` (monotonic seconds) and found every file chunked exactly (none cut
+    provisionally): what a warm-up round begun then would have done is done."""
+    return _settled.get(root, -1.0) >= since
 
 
 _asking = 0  # asks building an overlay now (the daemon's warm-up gives way to them, see _give_way)
