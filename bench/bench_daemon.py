@@ -8,6 +8,9 @@ a question through its socket, its CPU per question, and the client's CPU per ``
 that home; bench/bench_scale.py builds such trees). ``--code``: the gitrag checkout a daemon and
 its clients run (``PYTHONPATH``; e.g. ``git archive main | tar -x -C /tmp/base``), repeatable:
 each round runs every code on every repository, interleaved (default: this checkout). Every
+process runs in the code's folder: ``-m`` and ``-c`` put the working directory ahead of
+``PYTHONPATH``: run from a checkout, every code's processes imported that checkout's gitrag
+(until 2026-12-04, when each process was given its code's folder). Every
 code is byte-compiled first (``compileall``), as an installed package is: with
 ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__`` each client would compile its modules
 from source (~70 ms of CPU at load 25).
@@ -121,7 +124,7 @@ def client_cpu(env: dict[str, str], tree: Path, questions: list[str]) -> float:
     """Median user+sys ms of ``gitrag ask Q --no-answer`` with the daemon up."""
     got = []
     for q in questions:
-        proc = subprocess.Popen([sys.executable, "-m", "gitrag", "ask", q, "--no-answer", "--repo", str(tree)], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "gitrag", "ask", q, "--no-answer", "--repo", str(tree)], env=env, cwd=env["PYTHONPATH"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(proc.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
@@ -131,7 +134,7 @@ def client_cpu(env: dict[str, str], tree: Path, questions: list[str]) -> float:
 
 
 def probe(env: dict[str, str], tree: Path, questions: list[str]) -> dict[str, Any]:
-    got = subprocess.run([sys.executable, "-c", _PROBE, str(tree), json.dumps(questions)], env=env,
+    got = subprocess.run([sys.executable, "-c", _PROBE, str(tree), json.dumps(questions)], env=env, cwd=env["PYTHONPATH"],
                          capture_output=True, text=True)
     if got.returncode != 0:
         raise SystemExit(f"the probe failed on {tree}: {got.stderr[-2000:]}")
@@ -141,13 +144,13 @@ def probe(env: dict[str, str], tree: Path, questions: list[str]) -> dict[str, An
 def one(name: str, tree: Path, home: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = env_for(home, code)
     log = (Path(args.work) / f"daemon-{name}.log").open("ab")
-    daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, stdin=subprocess.DEVNULL,
+    daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, cwd=code, stdin=subprocess.DEVNULL,
                               stdout=log, stderr=log)
     row: dict[str, Any] = {"repo": name, "code": str(code), "load_before": load()}
     try:
         deadline = time.monotonic() + 120
         up = "import sys\nfrom gitrag.daemon import client\nsys.exit(0 if client.probe()['running'] else 1)"
-        while subprocess.run([sys.executable, "-c", up], env=env, capture_output=True).returncode != 0:
+        while subprocess.run([sys.executable, "-c", up], env=env, cwd=code, capture_output=True).returncode != 0:
             if time.monotonic() > deadline or daemon.poll() is not None:
                 raise SystemExit(f"the daemon did not start for {tree}")
             time.sleep(0.5)
