@@ -372,8 +372,9 @@ class BlobCache:
             self._size = self._hits = self._misses = 0
 
 
-# 8 MiB: a question reads the blobs of its candidates' files (sqlalchemy's are 20-200 KB)
-blob_cache = BlobCache(max_bytes=8 << 20, max_blob=1 << 20)
+# a question's snippets read its results' whole blobs: on sqlalchemy 2.0.40 (sdist, docs included)
+# 0.5-1.8 MiB a question, 151 blobs of 14.7 MiB for the 23 questions of bench_scale.QUESTIONS
+blob_cache = BlobCache(max_bytes=16 << 20, max_blob=2 << 20)
 
 
 def _open(git_dir: str) -> pygit2.Repository:
