@@ -8,6 +8,9 @@ a question through its socket, its CPU per question, and the client's CPU per ``
 that home; bench/bench_scale.py builds such trees). ``--code``: the gitrag checkout a daemon and
 its clients run (``PYTHONPATH``; e.g. ``git archive main | tar -x -C /tmp/base``), repeatable:
 each round runs every code on every repository, interleaved (default: this checkout). Every
+process runs in the code's folder: ``-m`` and ``-c`` put the working directory ahead of
+``PYTHONPATH``: run from a checkout, every code's processes imported that checkout's gitrag
+(until 2026-12-04, when each process was given its code's folder). Every
 code is byte-compiled first (``compileall``), as an installed package is: with
 ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__`` each client would compile its modules
 from source (~70 ms of CPU at load 25).
@@ -18,7 +21,8 @@ For each (repository, code), one daemon (its own process, not niced):
   questions through ``gitrag.daemon.client.request`` from one process; p50 and p90 ms, a
   ``ping`` round trip's p50 (connect, peer check, JSON both ways: the transport alone), and
   the daemon's CPU ms per question (``/proc/PID/stat`` before and after, its background
-  work included: the overlay warm-up rounds);
+  work included: the overlay warm-up rounds) and a SHA-256 (16 hex) of every answer's JSON
+  (keys sorted), the same for two codes that answer alike;
 - memory right after the questions and again after ``--idle`` seconds without a request:
   Rss, Pss, Anonymous and the resident pages of the store's memory-mapped files (below
   HOME; file-backed, shared with the page cache and reclaimable) from ``/proc/PID/smaps``,
@@ -47,12 +51,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_scale import QUESTIONS, stop_daemon  # noqa: E402 - beside this script
 
 _PROBE = """
-import json, os, statistics, sys, time
+import hashlib, json, os, statistics, sys, time
 from gitrag.daemon import client
 tree, questions = sys.argv[1], json.loads(sys.argv[2])
 args = dict(repo=tree, k=10, mode="hybrid", path="", lang="", no_answer=True, expand=0)
 t0 = time.perf_counter()
-client.request("ask", timeout=600, question=questions[0], **args)
+answers = [client.request("ask", timeout=600, question=questions[0], **args)]
 first = 1000 * (time.perf_counter() - t0)
 pid = client.request("ping", timeout=60)["pid"]
 def cpu():
@@ -67,11 +71,12 @@ for q in questions[1:]:
     client.request("ping", timeout=60)
     ping.append(1000 * (time.perf_counter() - t0))
     t0 = time.perf_counter()
-    client.request("ask", timeout=600, question=q, **args)
+    answers.append(client.request("ask", timeout=600, question=q, **args))
     ask.append(1000 * (time.perf_counter() - t0))
+digest = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
 print(json.dumps({"first_ms": first, "p50_ms": statistics.median(ask), "p90_ms": statistics.quantiles(ask, n=10)[-1],
                   "ping_p50_ms": statistics.median(ping), "daemon_cpu_ms": 1000 * (cpu() - c0) / len(ask),
-                  "load": os.getloadavg()[0]}))
+                  "digest": digest, "load": os.getloadavg()[0]}))
 """
 
 
@@ -119,7 +124,7 @@ def client_cpu(env: dict[str, str], tree: Path, questions: list[str]) -> float:
     """Median user+sys ms of ``gitrag ask Q --no-answer`` with the daemon up."""
     got = []
     for q in questions:
-        proc = subprocess.Popen([sys.executable, "-m", "gitrag", "ask", q, "--no-answer", "--repo", str(tree)], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "gitrag", "ask", q, "--no-answer", "--repo", str(tree)], env=env, cwd=env["PYTHONPATH"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(proc.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
@@ -129,7 +134,7 @@ def client_cpu(env: dict[str, str], tree: Path, questions: list[str]) -> float:
 
 
 def probe(env: dict[str, str], tree: Path, questions: list[str]) -> dict[str, Any]:
-    got = subprocess.run([sys.executable, "-c", _PROBE, str(tree), json.dumps(questions)], env=env,
+    got = subprocess.run([sys.executable, "-c", _PROBE, str(tree), json.dumps(questions)], env=env, cwd=env["PYTHONPATH"],
                          capture_output=True, text=True)
     if got.returncode != 0:
         raise SystemExit(f"the probe failed on {tree}: {got.stderr[-2000:]}")
@@ -139,13 +144,13 @@ def probe(env: dict[str, str], tree: Path, questions: list[str]) -> dict[str, An
 def one(name: str, tree: Path, home: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = env_for(home, code)
     log = (Path(args.work) / f"daemon-{name}.log").open("ab")
-    daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, stdin=subprocess.DEVNULL,
+    daemon = subprocess.Popen([sys.executable, "-m", "gitrag", "daemon"], env=env, cwd=code, stdin=subprocess.DEVNULL,
                               stdout=log, stderr=log)
     row: dict[str, Any] = {"repo": name, "code": str(code), "load_before": load()}
     try:
         deadline = time.monotonic() + 120
         up = "import sys\nfrom gitrag.daemon import client\nsys.exit(0 if client.probe()['running'] else 1)"
-        while subprocess.run([sys.executable, "-c", up], env=env, capture_output=True).returncode != 0:
+        while subprocess.run([sys.executable, "-c", up], env=env, cwd=code, capture_output=True).returncode != 0:
             if time.monotonic() > deadline or daemon.poll() is not None:
                 raise SystemExit(f"the daemon did not start for {tree}")
             time.sleep(0.5)
@@ -167,7 +172,7 @@ def show(row: dict[str, Any]) -> None:
     w, a, i = row["warm"], row["after_questions"], row["idle"]
     print(f"== {row['repo']} {row['code']} (load {row['load_before']} -> {i['load']})")
     print(f"  warm p50 {w['p50_ms']:.1f} ms, p90 {w['p90_ms']:.1f}, ping p50 {w['ping_p50_ms']:.1f}, "
-          f"daemon CPU {w['daemon_cpu_ms']:.1f} ms per question (load {w['load']:.1f})")
+          f"daemon CPU {w['daemon_cpu_ms']:.1f} ms per question (load {w['load']:.1f}), answers {w['digest']}")
     for label, m in (("after the questions", a), (f"idle {i['after_s']:g} s", i)):
         print(f"  {label:20} Rss {m['rss']:.0f} MiB = anon {m['anon']:.0f} + store files {m['store_files']:.0f} + git "
               f"{m['git_files']:.0f} + other files {m['other_files']:.0f}; Pss {m['pss']:.0f}, peak {m['peak']:.0f} "

@@ -543,3 +543,28 @@ def test_a_bare_clone_has_no_work_tree_even_without_its_config(indexed: Repo, tm
         got = ask(ws, "jittered_stray_helper backoff_delay", k=5, worktree_overlay=True).to_json()
     assert got["worktree_changes"] == 0 and got["worktree"]["files"] == 0
     assert {r["source"] for r in got["results"]} == {"index"} and "net/retry.py" in {r["path"] for r in got["results"]}
+def test_only_an_asks_exact_build_counts_as_a_warm_up_round(indexed: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """worktree.settled_since, which lets the daemon skip a warm-up round: an ask's build
+    with every file chunked exactly counts from the moment it began; one that cut an edit
+    provisionally does not (the round must still chunk it exactly), nor does the warm-up's own."""
+    import time
+
+    monkeypatch.setattr(worktree, "PROVISIONAL", True)
+    monkeypatch.setattr(worktree, "_settled", {})
+    with open_workspace(indexed.path) as ws:
+        branch = ws.state.branch(ws.repo.branch())
+        root = str(ws.repo.root)
+        before = time.monotonic()
+        worktree.build(ws, branch)  # a clean tree: nothing to cut
+        assert worktree.settled_since(root, before)
+        assert not worktree.settled_since(root, time.monotonic())
+        indexed.write("net/retry.py", RETRY.replace("min(2 ** attempt, 60)", "min(3 ** attempt, 90)"))
+        edited = time.monotonic()
+        assert worktree.build(ws, branch).files["net/retry.py"].provisional
+        assert not worktree.settled_since(root, edited)
+        worktree.build(ws, branch, exact=True)  # the warm-up's exact cut, now cached for the next ask
+        assert not worktree.build(ws, branch, exact=False, warming=True).files["net/retry.py"].provisional
+        assert not worktree.settled_since(root, edited)  # the warm-up's own builds do not count
+        again = time.monotonic()
+        assert not worktree.build(ws, branch).files["net/retry.py"].provisional
+        assert worktree.settled_since(root, again)

@@ -37,7 +37,7 @@ ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number
 _MADV_DONTNEED = 4
 # modules whose function caches fill during a sync and serve only the next one
-CACHED_MODULES = ("gitrag.index.sparse",)
+CACHED_MODULES = ("gitrag.index.sparse", "gitrag.git.repo")
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -70,6 +70,8 @@ def clear_caches() -> int:
     for name in CACHED_MODULES:
         module = sys.modules.get(name)
         for value in vars(module).values() if module is not None else ():
+            if isinstance(value, type):  # a cache's class, not a cache
+                continue
             info = getattr(value, "cache_info", None)
             if callable(info) and callable(getattr(value, "cache_clear", None)):
                 dropped += info().currsize

@@ -15,7 +15,11 @@ on sqlalchemy, ~24 ms on a 120k-chunk tree under load, where two rounds a second
 a core for ten minutes after each ask), so each work tree's rounds are spaced to spend at most
 WARM_BUDGET of a core: the next comes WARM_EVERY_S after the last, or its CPU time /
 WARM_BUDGET after it began when that is later (an ask in the meantime builds the overlay
-itself, as without the warm-up).
+itself, as without the warm-up). A round is skipped when an ask began building the overlay
+after the last round began and cut nothing provisionally (gitrag.query.worktree.settled_since):
+that ask did the round's work (its git status, its files chunked exactly), so while an agent
+asks in a burst the asks' own git status is the only one; edits after that ask are chunked by
+the next round or the next ask.
 """
 
 from __future__ import annotations
@@ -45,17 +49,21 @@ class Warmer:
         self.warmed: dict[str, float] = {}
         self.refused: set[str] = set()  # roots on a branch gitrag does not index (logged once, until it changes)
         self.next_round: dict[str, float] = {}  # root -> monotonic time before which it is not warmed again
+        self.began: dict[str, float] = {}  # root -> monotonic time its last round began (or was skipped)
 
     def note(self, root: str) -> None:
         self.asked[root] = time.monotonic()
 
     async def run(self, service: Any) -> None:
         """One round over the recently asked work trees (the scheduler calls it every WARM_EVERY_S)."""
+        from gitrag.query import worktree
+
         now = time.monotonic()
         for root, asked in list(self.asked.items()):
             if now - asked > WARM_FOR_S:
                 self.asked.pop(root, None)
                 self.next_round.pop(root, None)
+                self.began.pop(root, None)
                 continue
             try:
                 worker, key = service.worker_for(root)
@@ -66,6 +74,10 @@ class Warmer:
                 continue  # a sync is writing: the next round
             if now < self.next_round.get(root, 0.0):
                 continue  # within its CPU budget (WARM_BUDGET)
+            if worktree.settled_since(root, self.began.get(root, now)):
+                self.began[root] = now  # an ask since the last round built the overlay, nothing cut provisionally
+                continue
+            self.began[root] = now
             try:
                 cpu_s = await worker.read(functools.partial(_warm_worktree, worker, key), background=True)
                 self.next_round[root] = now + cpu_s / WARM_BUDGET
@@ -96,6 +108,7 @@ def warm(ws: Workspace) -> None:
 
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:
-        quick = worktree.build(ws, branch, exact=False)  # edits cut provisionally first (ms): an ask meanwhile finds them
+        # edits cut provisionally first (ms): an ask meanwhile finds them
+        quick = worktree.build(ws, branch, exact=False, warming=True)
         if any(f.provisional for f in quick.files.values()):  # then the chunker's cut replaces them
             worktree.build(ws, branch, exact=True)

@@ -347,7 +347,7 @@ class _Lookup:
                 continue
             if blob not in blobs:
                 try:
-                    blobs[blob] = self.ws.repo.read_blob(blob)
+                    blobs[blob] = self.ws.repo.read_blob_cached(blob)
                 except (KeyError, ValueError):
                     blobs[blob] = None
             data = blobs[blob]
@@ -437,7 +437,7 @@ def read_snippet(ws: Workspace, result: Result, overlay: worktree.Overlay | None
     if overlay is not None and result.source == worktree.SOURCE:
         return overlay.snippet_of_blob(result.path, result.blob, result.start_byte, result.end_byte) or ""
     try:
-        data = ws.repo.read_blob(result.blob)
+        data = ws.repo.read_blob_cached(result.blob)
     except (KeyError, ValueError):
         return ""
     return data[result.start_byte : result.end_byte].decode("utf-8", "replace")

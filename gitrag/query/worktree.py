@@ -349,7 +349,8 @@ _stats: OrderedDict[tuple[str, str], tuple[tuple[int, ...], str, bytes]] = Order
 _build_lock = threading.Lock()  # one build at a time in a process (see build)
 
 
-def build(ws: Workspace, branch: Branch, exact: bool | None = None, deadline: float | None = None) -> Overlay:
+def build(ws: Workspace, branch: Branch, exact: bool | None = None, deadline: float | None = None,
+          warming: bool = False) -> Overlay:
     """The overlay of the work tree over ``branch``'s index (see the module doc).
 
     Reads files of the work tree only under its root; a file that cannot be read is
@@ -362,7 +363,8 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None, deadline: fl
     ``exact``: False lets an edited file not cached yet be chunked provisionally
     (gitrag.query.splice), True never; None: as PROVISIONAL says (the daemon's asks). An
     exact build in the daemon (its warm-up) gives the turn up while it chunks a file, so an
-    ask never waits for the chunker there.
+    ask never waits for the chunker there. ``warming``: the daemon's warm-up builds it (not
+    recorded by :func:`settled_since`).
 
     ``deadline`` (``time.monotonic()``; None: none): files committed since the indexed commit
     and not cached are chunked and embedded only until then (see the module doc)."""
@@ -373,11 +375,25 @@ def build(ws: Workspace, branch: Branch, exact: bool | None = None, deadline: fl
             return _build(ws, branch, exact, deadline)
     with _build_lock:
         _asking += 1
+        started = time.monotonic()
         try:
-            return _build(ws, branch, exact, deadline)
+            built = _build(ws, branch, exact, deadline)
         finally:
             _asking -= 1
             _last_ask = time.monotonic()
+        if not warming and not built.late and not any(f.provisional for f in built.files.values()):
+            _settled[str(ws.repo.root)] = started
+        return built
+
+
+_settled: dict[str, float] = {}  # work-tree root -> monotonic start of the last ask's build with no provisional cut
+
+
+def settled_since(root: str, since: float) -> bool:
+    """Whether an ask (not the warm-up) began building the overlay of the work tree ``root``
+    at or after ``since`` (monotonic seconds) and found every file chunked exactly (none cut
+    provisionally): what a warm-up round begun then would have done is done."""
+    return _settled.get(root, -1.0) >= since
 
 
 _asking = 0  # asks building an overlay now (the daemon's warm-up gives way to them, see _give_way)
