@@ -4,6 +4,7 @@
     python bench/bench_disk.py report --home GITRAG_HOME --chunks N
     python bench/bench_disk.py recall --corpus DIR
     python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
+    python bench/bench_disk.py datatypes [--points 20000]
 
 ``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
 process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
@@ -27,6 +28,11 @@ the largest difference from float32 over every variant and column.
 an empty GITRAG_HOME, printing the process's anonymous and file-backed RSS (``RssAnon``,
 ``RssFile`` of /proc/self/status, MB) after every store flush, with the points written so
 far: what grows with the collection in the process that writes the store.
+
+``datatypes``: random unit 256-dim vectors in an Edge shard per dense storage datatype the
+engine offers (``VectorStorageDatatype``; the shipped layout's segment settings, exact scan):
+the vector files' allocated bytes per vector, the largest component error of what
+``retrieve`` gives back, and recall@10 of 20 noisy queries against exact float32 cosines.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -222,6 +230,60 @@ def sync_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def datatypes(args: argparse.Namespace) -> int:
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeOptimizersConfig,
+        EdgeShard,
+        EdgeVectorParams,
+        HnswIndexConfig,
+        Memory,
+        Point,
+        Query,
+        QueryRequest,
+        SearchParams,
+        UpdateOperation,
+        VectorStorageDatatype,
+    )
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.points, 256)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[:20] + 0.5 * rng.standard_normal((20, 256)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    out = {}
+    for name in ("Float16", "Uint8", "Turbo8", "Turbo16"):
+        with tempfile.TemporaryDirectory(prefix=f"gitrag-dt-{name}-") as d:
+            cfg = EdgeConfig(
+                vectors={"d": EdgeVectorParams(size=256, distance=Distance.Cosine, memory=Memory.Cold,
+                                               datatype=getattr(VectorStorageDatatype, name))},
+                optimizers=EdgeOptimizersConfig(indexing_threshold=8_000, max_segment_size=16_000), wal_enabled=False,
+                hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0))
+            shard = EdgeShard.create(d, cfg)
+            for i in range(0, args.points, 2000):
+                shard.update(UpdateOperation.upsert_points(
+                    [Point(j, {"d": x[j].tolist()}, {}) for j in range(i, min(i + 2000, args.points))]))
+            shard.optimize()
+            shard.flush()
+            back = np.array([r.vector["d"] for r in shard.retrieve(list(range(100)), False, True)])
+            found = 0
+            for v in q:
+                hits = shard.query(QueryRequest(limit=10, query=Query.Nearest(v.tolist(), using="d"),
+                                                params=SearchParams(exact=True)))
+                found += len({int(h.id) for h in hits} & set(np.argsort(-(x @ v))[:10].tolist()))
+            shard.close()
+            size = sum(os.lstat(os.path.join(a, f)).st_blocks * 512 for a, _, fs in os.walk(d) for f in fs
+                       if "vector_storage" in a)
+        out[name] = {"bytes_per_vector": round(size / args.points, 1),
+                     "max_component_error": float(np.abs(back - x[:100]).max()), "recall_at_10": found / 200}
+        if not args.json:
+            print(name, out[name], flush=True)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -236,10 +298,13 @@ def main() -> int:
     c.add_argument("--embedder", default="static")
     m = sub.add_parser("sync-memory", help="RSS of a first index in this process at every store flush")
     m.add_argument("--tree", action="append", required=True)
-    for p in (d, r, c, m):
+    t = sub.add_parser("datatypes", help="the engine's dense storage datatypes: bytes, read-back error, recall@10")
+    t.add_argument("--points", type=int, default=20_000)
+    for p in (d, r, c, m, t):
         p.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory}[args.cmd](args)
+    return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory,
+            "datatypes": datatypes}[args.cmd](args)
 
 
 if __name__ == "__main__":

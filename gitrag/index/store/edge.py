@@ -172,7 +172,7 @@ LAYOUTS["compact"] = LAYOUTS["lean"]._replace(wal=False, unindexed=("symbol",))
 # manifest rows (gitrag.index.state.State.payloads), which hold the whole payload already, so
 # the store's copy of the rest (blob, byte and line ranges, symbol, kind, chunk hash, prose,
 # roles) was read by nothing but the unranked modes and ``related``, which now read the state
-# too. 0.53 -> 0.23 KB per chunk of sqlalchemy's payloads (bench/results/disk-store13.json).
+# too. Payloads 0.530 -> 0.273 KB per chunk of the sqlalchemy 2.0.40 sdist (bench/results/disk-store13.json).
 LAYOUTS["trim"] = LAYOUTS["compact"]._replace(payload_fields=("path", "language"))
 # what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
 # A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
