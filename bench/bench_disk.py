@@ -32,7 +32,9 @@ far: what grows with the collection in the process that writes the store.
 ``datatypes``: random unit 256-dim vectors in an Edge shard per dense storage datatype the
 engine offers (``VectorStorageDatatype``; the shipped layout's segment settings, exact scan):
 the vector files' allocated bytes per vector, the largest component error of what
-``retrieve`` gives back, and recall@10 of 20 noisy queries against exact float32 cosines.
+``retrieve`` gives back, and recall@10 of 20 noisy queries against exact float32 cosines; then
+random sparse vectors per sparse ``datatype``: allocated bytes of their storage and index per
+point, the largest weight error read back.
 """
 
 from __future__ import annotations
@@ -236,13 +238,16 @@ def datatypes(args: argparse.Namespace) -> int:
         EdgeConfig,
         EdgeOptimizersConfig,
         EdgeShard,
+        EdgeSparseVectorParams,
         EdgeVectorParams,
         HnswIndexConfig,
         Memory,
+        Modifier,
         Point,
         Query,
         QueryRequest,
         SearchParams,
+        SparseVector,
         UpdateOperation,
         VectorStorageDatatype,
     )
@@ -277,6 +282,32 @@ def datatypes(args: argparse.Namespace) -> int:
                        if "vector_storage" in a)
         out[name] = {"bytes_per_vector": round(size / args.points, 1),
                      "max_component_error": float(np.abs(back - x[:100]).max()), "recall_at_10": found / 200}
+        if not args.json:
+            print(name, out[name], flush=True)
+    # the sparse vectors: 10-60 random term ids each, weights 0.1-3.1, the IDF modifier as shipped
+    terms = [sorted(set(rng.integers(0, 2**20, int(rng.integers(10, 60))).tolist())) for _ in range(args.points)]
+    weights = [(rng.random(len(t)) * 3 + 0.1).tolist() for t in terms]
+    for name in ("sparse Float32", "sparse Float16", "sparse Uint8"):
+        kind = getattr(VectorStorageDatatype, name.split()[1])
+        with tempfile.TemporaryDirectory(prefix="gitrag-dt-sparse-") as d:
+            shard = EdgeShard.create(d, EdgeConfig(
+                vectors={}, wal_enabled=False, optimizers=EdgeOptimizersConfig(indexing_threshold=8_000, max_segment_size=16_000),
+                sparse_vectors={"s": EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold, datatype=kind)}))
+            for i in range(0, args.points, 2000):
+                shard.update(UpdateOperation.upsert_points(
+                    [Point(j, {"s": SparseVector(terms[j], weights[j])}, {}) for j in range(i, min(i + 2000, args.points))]))
+            shard.optimize()
+            shard.flush()
+            back = shard.retrieve([5], False, True)[0].vector["s"]
+            shard.close()
+            sizes = {"storage": 0, "index": 0}
+            for a, _, fs in os.walk(d):
+                part = "index" if "vector_index" in a else "storage" if "vector_storage" in a else ""
+                if part:
+                    sizes[part] += sum(os.lstat(os.path.join(a, f)).st_blocks * 512 for f in fs)
+        out[name] = {"storage_bytes_per_point": round(sizes["storage"] / args.points, 1),
+                     "index_bytes_per_point": round(sizes["index"] / args.points, 1),
+                     "max_weight_error": max(abs(a - b) for a, b in zip(back.values, weights[5], strict=True))}
         if not args.json:
             print(name, out[name], flush=True)
     if args.json:
