@@ -6,6 +6,7 @@
     python bench/bench_disk.py sync-memory --tree /path/sqlalchemy
     [PYTHONPATH=OLD_GITRAG_DIR] python bench/bench_disk.py sparse-cpu --tree /path/sqlalchemy [--chunks 10000]
     python bench/bench_disk.py payload-cpu --state HOME/data/REPO/state.db
+    python bench/bench_disk.py datatypes [--points 20000]
 
 ``disk``: each tree is indexed from an empty GITRAG_HOME (``gitrag index --json``, a fresh
 process; with ``--code`` a second time by the gitrag package in that folder, e.g. one taken
@@ -43,6 +44,12 @@ and read back (``get_sparse``: the SELECT, the digest check and the weights from
 every row's payload made in each form, then ``loaded_payload`` of all of them, the two forms
 alternated ``--runs`` times in this process (median µs per row), and the dict each gives
 checked equal, in the same key order.
+``datatypes``: random unit 256-dim vectors in an Edge shard per dense storage datatype the
+engine offers (``VectorStorageDatatype``; the shipped layout's segment settings, exact scan):
+the vector files' allocated bytes per vector, the largest component error of what
+``retrieve`` gives back, and recall@10 of 20 noisy queries against exact float32 cosines; then
+random sparse vectors per sparse ``datatype``: allocated bytes of their storage and index per
+point, the largest weight error read back.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -316,6 +325,86 @@ def payload_cpu(args: argparse.Namespace) -> int:
         out[f"{name}: bytes per row"] = round(sum(len(t.encode()) for t, *_ in items) / max(len(rows), 1), 1)
         out[f"{name}: read us per row"] = round(statistics.median(times[name]) * 1e6 / max(len(rows), 1), 2)
     print(json.dumps(out) if args.json else out)
+def datatypes(args: argparse.Namespace) -> int:
+    from qdrant_edge import (
+        Distance,
+        EdgeConfig,
+        EdgeOptimizersConfig,
+        EdgeShard,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        HnswIndexConfig,
+        Memory,
+        Modifier,
+        Point,
+        Query,
+        QueryRequest,
+        SearchParams,
+        SparseVector,
+        UpdateOperation,
+        VectorStorageDatatype,
+    )
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.points, 256)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[:20] + 0.5 * rng.standard_normal((20, 256)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    out = {}
+    for name in ("Float16", "Uint8", "Turbo8", "Turbo16"):
+        with tempfile.TemporaryDirectory(prefix=f"gitrag-dt-{name}-") as d:
+            cfg = EdgeConfig(
+                vectors={"d": EdgeVectorParams(size=256, distance=Distance.Cosine, memory=Memory.Cold,
+                                               datatype=getattr(VectorStorageDatatype, name))},
+                optimizers=EdgeOptimizersConfig(indexing_threshold=8_000, max_segment_size=16_000), wal_enabled=False,
+                hnsw_config=HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10**9, payload_m=0))
+            shard = EdgeShard.create(d, cfg)
+            for i in range(0, args.points, 2000):
+                shard.update(UpdateOperation.upsert_points(
+                    [Point(j, {"d": x[j].tolist()}, {}) for j in range(i, min(i + 2000, args.points))]))
+            shard.optimize()
+            shard.flush()
+            back = np.array([r.vector["d"] for r in shard.retrieve(list(range(100)), False, True)])
+            found = 0
+            for v in q:
+                hits = shard.query(QueryRequest(limit=10, query=Query.Nearest(v.tolist(), using="d"),
+                                                params=SearchParams(exact=True)))
+                found += len({int(h.id) for h in hits} & set(np.argsort(-(x @ v))[:10].tolist()))
+            shard.close()
+            size = sum(os.lstat(os.path.join(a, f)).st_blocks * 512 for a, _, fs in os.walk(d) for f in fs
+                       if "vector_storage" in a)
+        out[name] = {"bytes_per_vector": round(size / args.points, 1),
+                     "max_component_error": float(np.abs(back - x[:100]).max()), "recall_at_10": found / 200}
+        if not args.json:
+            print(name, out[name], flush=True)
+    # the sparse vectors: 10-60 random term ids each, weights 0.1-3.1, the IDF modifier as shipped
+    terms = [sorted(set(rng.integers(0, 2**20, int(rng.integers(10, 60))).tolist())) for _ in range(args.points)]
+    weights = [(rng.random(len(t)) * 3 + 0.1).tolist() for t in terms]
+    for name in ("sparse Float32", "sparse Float16", "sparse Uint8"):
+        kind = getattr(VectorStorageDatatype, name.split()[1])
+        with tempfile.TemporaryDirectory(prefix="gitrag-dt-sparse-") as d:
+            shard = EdgeShard.create(d, EdgeConfig(
+                vectors={}, wal_enabled=False, optimizers=EdgeOptimizersConfig(indexing_threshold=8_000, max_segment_size=16_000),
+                sparse_vectors={"s": EdgeSparseVectorParams(modifier=Modifier.Idf, memory=Memory.Cold, datatype=kind)}))
+            for i in range(0, args.points, 2000):
+                shard.update(UpdateOperation.upsert_points(
+                    [Point(j, {"s": SparseVector(terms[j], weights[j])}, {}) for j in range(i, min(i + 2000, args.points))]))
+            shard.optimize()
+            shard.flush()
+            back = shard.retrieve([5], False, True)[0].vector["s"]
+            shard.close()
+            sizes = {"storage": 0, "index": 0}
+            for a, _, fs in os.walk(d):
+                part = "index" if "vector_index" in a else "storage" if "vector_storage" in a else ""
+                if part:
+                    sizes[part] += sum(os.lstat(os.path.join(a, f)).st_blocks * 512 for f in fs)
+        out[name] = {"storage_bytes_per_point": round(sizes["storage"] / args.points, 1),
+                     "index_bytes_per_point": round(sizes["index"] / args.points, 1),
+                     "max_weight_error": max(abs(a - b) for a, b in zip(back.values, weights[5], strict=True))}
+        if not args.json:
+            print(name, out[name], flush=True)
+    if args.json:
+        print(json.dumps(out, indent=1))
     return 0
 
 
@@ -339,12 +428,13 @@ def main() -> int:
     pc = sub.add_parser("payload-cpu", help="bytes and read CPU of a state's payloads as objects and as arrays")
     pc.add_argument("--state", required=True)
     pc.add_argument("--runs", type=int, default=5)
-    for p in (d, r, c, m, s, pc):
+    t = sub.add_parser("datatypes", help="the engine's dense storage datatypes: bytes, read-back error, recall@10")
+    t.add_argument("--points", type=int, default=20_000)
+    for p in (d, r, c, m, s, pc, t):
         p.add_argument("--json", action="store_true")
     args = ap.parse_args()
     return {"disk": disk, "report": report, "recall": recall, "sync-memory": sync_memory,
-            "sparse-cpu": sparse_cpu, "payload-cpu": payload_cpu}[args.cmd](args)
-
+            "sparse-cpu": sparse_cpu, "payload-cpu": payload_cpu, "datatypes": datatypes}[args.cmd](args)
 
 if __name__ == "__main__":
     sys.exit(main())

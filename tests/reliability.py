@@ -112,7 +112,9 @@ def points(path: Path) -> tuple[Points, dict[str, str]]:
         branch = ws.state.branch(ws.repo.branch())
         if branch is None:
             return {}, {}
-        manifest = {r.point_id: json.dumps(r.payload, sort_keys=True) for r in ws.state.points(branch.name)}
+        keep = ws.store.payload_fields  # the fields the store keeps of each row's payload (None: all)
+        manifest = {r.point_id: json.dumps(r.payload if keep is None else {k: v for k, v in r.payload.items() if k in keep},
+                                           sort_keys=True) for r in ws.state.points(branch.name)}
         stored = _store_points(ws, branch) if ws.store.has_collection(branch.collection) else {}
         return stored, manifest
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gitrag.index.sparse import query_vector, term_id, terms, with_path
-from gitrag.index.store import SearchFilter
+from gitrag.index.store import Hit, SearchFilter
 from gitrag.index.workspace import open_workspace
 from gitrag.query import ranking
 from gitrag.query.ranking import Candidate, expand, query_identifiers
@@ -262,8 +262,11 @@ def test_deep_scores_read_without_payloads_rank_exactly_as_full_lists(many: Repo
                      for extra in ({}, {"with_payload": False}) for d, s in ((dense, None), (None, terms))]
             assert len(lists[0]) == len(lists[2]) == SCORE_DEPTH  # read that deep (the sparse list: as far as
             assert len(lists[1]) == len(lists[3]) > PREFETCH  # chunks share a term with the question)
-            old = candidates(lists[0], lists[1], PREFETCH)
-            new = candidates(lists[2], lists[3], PREFETCH, payloads=lambda ids: ws.store.payloads(row.collection, ids))
+            # the full lists with the payloads the search shows: the manifest rows (Store.payload_fields)
+            rows = ws.state.payloads(h.id for h in lists[0] + lists[1])
+            whole = [[Hit(h.id, h.score, rows[h.id]) for h in hits] for hits in lists[:2]]
+            old = candidates(whole[0], whole[1], PREFETCH)
+            new = candidates(lists[2], lists[3], PREFETCH, payloads=ws.state.payloads)
             assert len(old) > PREFETCH and all(c.payload for c in new)
             assert same(new, old, exact)
             in_both = {h.id for h in lists[0][:PREFETCH]} & {h.id for h in lists[1][:PREFETCH]}

@@ -3,7 +3,7 @@ a store collection of the "lean" layout with the engine's WAL) is converted on f
 with nothing embedded again: the state in place (payload JSON without the fields its
 columns hold, compressed symbol graphs, no ``points_by_hash``, ``points_by_path`` without
 the variant), the collection rebuilt
-from the vector cache in the "compact" layout (no WAL). Afterwards the index equals a
+from the vector cache in the shipped layout (no WAL, "trim"). Afterwards the index equals a
 from-scratch index by this code (lost = wrong = 0). The old code is this repository's own,
 taken from its history (the newest commit whose state is format 2), as tests/test_storage.py
 does for format 1.
@@ -86,7 +86,7 @@ def test_an_index_of_format_2_is_converted_without_embedding(repo: Repo, tmp_pat
         assert {r.point_id: r.payload for r in state.points(branch.name)} == old_payloads
     finally:
         state.close()
-    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "compact"
+    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "trim"
     assert not (collection / "wal").exists()
     assert "pkg/a.py" in paths_found(repo.path, "alpha")
     # the collection was rebuilt from the converted cache: each vector the int8 form of the old

@@ -34,7 +34,7 @@ def _unrounded(chunk_vec: np.ndarray, path_vec: np.ndarray) -> np.ndarray:
     return vectors_mod.l2_normalise((chunk_vec + vectors_mod.PATH_WEIGHT * path_vec)[None, :])[0]
 
 
-@pytest.mark.parametrize("old_layout", ["current", "lean"])
+@pytest.mark.parametrize("old_layout", ["current", "lean", "compact"])
 def test_a_collection_of_the_old_layout_is_converted_without_embedding(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_layout: str) -> None:
     repo = Repo(tmp_path / "repo")
@@ -52,7 +52,7 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     if old_layout == "current":
         (collection / "gitrag-layout").unlink()  # the old code wrote none
         assert config["vectors"]["dense"].get("datatype") in (None, "float32")
-    else:
+    elif old_layout == "lean":
         assert (collection / "wal").is_dir()  # the engine's WAL, which the shipped layout drops
     before, manifest_before = points(repo.path)
     assert first.chunks_embedded > 0 and before
@@ -80,11 +80,13 @@ def test_a_collection_of_the_old_layout_is_converted_without_embedding(
     assert again.chunks_embedded == 0 and again.paths_embedded == 0
     config = json.loads((collection / "edge_config.json").read_text())
     assert config["vectors"]["dense"]["datatype"] == "float16"
-    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "compact"
+    assert (collection / "gitrag-layout").read_text().strip() == edge_mod.LAYOUT_NAME == "trim"
     assert not (collection / "wal").exists()  # the shipped layout keeps no engine WAL
     indexed = {p.name.split("-")[1] for p in collection.glob("segments/*/payload_index/*-*")}
     assert "path" in indexed and "symbol" not in indexed  # no query filters on the symbol
     after, manifest_after = points(repo.path)
+    assert all("start_line" in json.loads(text) for text, _ in before.values())  # the old layouts: whole payloads
+    assert {k for text, _ in after.values() for k in json.loads(text)} == {"path", "language"}  # what a filter reads
     assert after.keys() == before.keys() and manifest_after == manifest_before
     for pid, (_payload, vec) in after.items():  # the same vectors, as float16 keeps them
         assert np.allclose(vec, before[pid][1], atol=2e-3)

@@ -38,6 +38,7 @@ from gitrag.config import Settings
 from gitrag.errors import ConfigError, NotIndexed, StoreError, TeamPartsGone
 from gitrag.index import team
 from gitrag.index.chunking import CHUNKER_VERSION
+from gitrag.index.integrity import SIGNATURE, with_digest
 from gitrag.index.state import branch_tag
 from gitrag.index.store import BRANCHES, HIDDEN, PointRecord
 from gitrag.index.store.meta import MetaCollection, record_id, scroll_paths
@@ -101,10 +102,6 @@ def manifest_of(meta: MetaCollection, record: dict[str, Any]) -> Manifest:
 
 def journal_of(meta: MetaCollection) -> dict[str, dict[str, Any]]:
     return meta.find(kind="journal")
-
-
-def _strip(payload: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in payload.items() if k not in (BRANCHES, HIDDEN)}
 
 
 def publish(ws: Workspace, server: ServerStore, settings: Settings, *, wait: float = 0.0,
@@ -213,9 +210,11 @@ def _publish(ws: Workspace, server: ServerStore, meta: MetaCollection, lease: te
                 payload, dense, sparse_vec = got[r.point_id]
                 if sparse_vec is None:  # every point gitrag writes has one; a store that lost it is damaged
                     raise StoreError(f"point {r.point_id} of branch {local!r} lost its sparse vector; run `gitrag doctor`")
-                blob = payload.get("blob", "")
-                points.append(PointRecord(r.point_id, dense, sparse_vec, {**_strip(payload), BRANCHES:
-                                          members(r.path, blob), HIDDEN: []}))
+                # the whole payload from the manifest row (the local store may keep only the filter
+                # fields: Store.payload_fields), the store's vector signature, a digest of it all
+                whole = with_digest(r.point_id, r.payload, dense, sparse_vec, payload.get(SIGNATURE))
+                points.append(PointRecord(r.point_id, dense, sparse_vec, {**whole, BRANCHES:
+                                          members(r.path, r.payload.get("blob", "")), HIDDEN: []}))
             server.upsert(coll, points)
             summary.points_upserted += len(points)
         server.delete(coll, deletes)

@@ -276,7 +276,7 @@ def _upsert_slice(
         vecs = [(combine(dense[m.row.chunk_hash], paths[m.row.path]),
                  sparse.with_path(sparse_vecs[m.row.chunk_hash], m.row.path)) for m, _ in part]
         sigs = signatures([v for v, _ in vecs], [t for _, t in vecs])  # one product for the batch
-        points = [record(m.row, dense, sparse_vecs, paths, enc, made) for (m, enc), made in
+        points = [record(m.row, dense, sparse_vecs, paths, enc, made, ws.store.payload_fields) for (m, enc), made in
                   zip(part, zip(vecs, sigs, strict=True), strict=True)]
         ws.store.upsert(collection, points)
         kept_sigs.update((p.id, (m.row.chunk_hash, p.payload[SIGNATURE])) for p, (m, _) in zip(points, part, strict=True))
@@ -290,17 +290,21 @@ def _upsert_slice(
 def record(
     row: PointRow, dense: dict[str, np.ndarray], sparse_vecs: dict[str, Any], paths: dict[str, np.ndarray],
     membership: Membership, made: tuple[tuple[np.ndarray, Any], list[float]] | None = None,
+    keep: tuple[str, ...] | None = None,
 ) -> PointRecord:
     """The store point of a manifest row: chunk + path vectors, chunk + path terms, membership,
     and the signature of its vectors and the payload's digest (gitrag.index.integrity).
-    ``made``: ((vector, terms), signature) when computed already for a batch."""
+    ``made``: ((vector, terms), signature) when computed already for a batch; ``keep``: the
+    payload fields the point keeps (the store's ``payload_fields``; None: all), the digest
+    taken over those."""
     if made is None:
         vector = combine(dense[row.chunk_hash], paths[row.path])
         terms = sparse.with_path(sparse_vecs[row.chunk_hash], row.path)
         sig = None
     else:
         (vector, terms), sig = made
-    checked = with_digest(row.point_id, row.payload, vector, terms, sig)
+    payload = row.payload if keep is None else {k: v for k, v in row.payload.items() if k in keep}
+    checked = with_digest(row.point_id, payload, vector, terms, sig)
     return PointRecord(row.point_id, vector, terms, {**checked, BRANCHES: list(membership[0]), HIDDEN: list(membership[1])})
 
 

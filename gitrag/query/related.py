@@ -91,7 +91,8 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
                                  with_payload=False)
     sparse_hits = ws.store.search(coll, dense=None, sparse=terms, limit=read, scope=scope, branch=view,
                                   with_payload=False) if terms.indices else []
-    payloads = lambda ids: ws.store.payloads(coll, ids)  # noqa: E731 - one expression, rebound with an overlay
+    # the manifest rows: the store may keep only the filter fields (Store.payload_fields)
+    payloads = lambda ids: ws.state.payloads(ids)  # noqa: E731 - one expression, rebound with an overlay
     if overlay is not None:
         dense_hits, sparse_hits = overlay.drop(dense_hits)[:depth], overlay.drop(sparse_hits)[:depth]
         dense_hits = worktree.merge(dense_hits, overlay.dense_hits(dense, depth, scope), depth)
@@ -99,7 +100,7 @@ def related(ws: Workspace, path: str, line: int, *, k: int = 10, scope: SearchFi
         if wanted:
             found = overlay.sparse_hits(terms, worktree.idf(ws, coll, wanted, overlay.generation), depth, scope)
             sparse_hits = worktree.merge(sparse_hits, found, depth)
-        payloads = lambda ids: (ws.store.payloads(coll, [i for i in ids if not overlay.owns(i)])  # noqa: E731 - as above
+        payloads = lambda ids: (ws.state.payloads([i for i in ids if not overlay.owns(i)])  # noqa: E731 - one expression
                                 | overlay.payloads(ids))
     # the chunk's own definition is left out whole: a function cut into pieces is one place, and
     # its other pieces, sharing its names and words, would rank first (cobra's Command.ExecuteC)

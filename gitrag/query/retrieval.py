@@ -139,8 +139,8 @@ def search(
             hits = overlay.drop(hits)[:want]
         if overlay is not None and (dense is None or terms is None):  # one list: raw scores merge as they are
             hits = worktree.merge(hits, _overlay_hits(ws, coll, overlay, dense, terms, want, scope), want)
-        results = sorted((_result(h) for h in hits), key=_stable)
-        served = {h.id: h.payload for h in hits}  # shown as the store gave them: their digests are checked
+        results = sorted(_shown(ws, hits), key=_stable)
+        served = {h.id: h.payload for h in hits}  # as the store gave them: their digests are checked
         if terms is None:
             scores = {h.id: float(h.score) for h in hits}
     if merge:
@@ -373,6 +373,17 @@ def _top_folders(paths: frozenset[str]) -> frozenset[str]:
 
 def _result(hit: Hit) -> Result:
     return _from_payload(hit.id, hit.payload, float(hit.score))
+
+
+def _shown(ws: Workspace, hits: list[Hit]) -> list[Result]:
+    """The results of store ``hits``, their payloads the state's manifest rows where the store
+    keeps only some fields (``Store.payload_fields``); a hit whose row is gone (deleted since)
+    is left out. The work tree's hits (``source``) carry their whole payloads."""
+    if ws.store.payload_fields is None:
+        return [_result(h) for h in hits]
+    rows = ws.state.payloads([h.id for h in hits if h.payload.get("source") != "worktree"])
+    return [_from_payload(h.id, h.payload if h.payload.get("source") == "worktree" else rows[h.id], float(h.score))
+            for h in hits if h.id in rows or h.payload.get("source") == "worktree"]
 
 
 def _from_payload(point_id: str, p: dict[str, Any], score: float) -> Result:

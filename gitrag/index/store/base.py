@@ -107,6 +107,11 @@ class Store(Protocol):
     kind: str  # "embedded" | "server"
     exact_dense: bool  # a dense query scans every point (no approximate graph): it lists every point it can score
 
+    @property
+    def payload_fields(self) -> tuple[str, ...] | None:
+        """The chunk payload fields a point written now keeps besides membership and the
+        integrity fields (None: all); queries read the rest from the state's manifest rows."""
+
     def create_collection(self, name: str, dim: int) -> None:
         """Create the collection if it is missing (dense ``dim`` cosine + sparse with IDF)."""
 

@@ -120,7 +120,9 @@ class Layout(NamedTuple):
     ``optimize_every``: :meth:`EdgeStore.flush` runs the optimizer once this many points were
     upserted since it last ran (0: never); ``indexes`` / ``id_tracker``: memory placement
     of the keyword payload indexes and of sealed segments' id trackers; ``unindexed``: fields
-    of KEYWORD_FIELDS that get no payload index (no query filters on them)."""
+    of KEYWORD_FIELDS that get no payload index (no query filters on them); ``payload_fields``:
+    the only fields of a chunk's payload a point keeps besides gitrag's own (membership,
+    ``vsig``, ``digest``; None: every field), see :attr:`EdgeStore.payload_fields`."""
 
     datatype: VectorStorageDatatype | None = None
     vectors: Memory | None = None
@@ -135,6 +137,7 @@ class Layout(NamedTuple):
     indexes: Memory | None = None
     id_tracker: Memory | None = None
     unindexed: tuple[str, ...] = ()
+    payload_fields: tuple[str, ...] | None = None
 
 
 LAYOUTS = {
@@ -164,11 +167,18 @@ LAYOUTS = {
 # No query filters on ``symbol`` (gitrag.query reads it from the payloads it shows), so
 # its keyword index (0.07 KB per chunk there) is not made either.
 LAYOUTS["compact"] = LAYOUTS["lean"]._replace(wal=False, unindexed=("symbol",))
+# "compact" whose points keep only the payload fields a search filters on (``path``,
+# ``language``) besides membership and the integrity fields: every query shows the state's
+# manifest rows (gitrag.index.state.State.payloads), which hold the whole payload already, so
+# the store's copy of the rest (blob, byte and line ranges, symbol, kind, chunk hash, prose,
+# roles) was read by nothing but the unranked modes and ``related``, which now read the state
+# too. Payloads 0.530 -> 0.273 KB per chunk of the sqlalchemy 2.0.40 sdist (bench/results/disk-store13.json).
+LAYOUTS["trim"] = LAYOUTS["compact"]._replace(payload_fields=("path", "language"))
 # what new collections get; GITRAG_STORE_LAYOUT names another, for benchmarks side by side.
 # A collection records its layout's name in ``<name>/gitrag-layout`` (none: "current", made
 # before this file existed); one of another layout is rebuilt from the vector cache by the
 # next sync (EdgeStore.outdated).
-LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "compact"
+LAYOUT_NAME = os.environ.get("GITRAG_STORE_LAYOUT", "") if os.environ.get("GITRAG_STORE_LAYOUT", "") in LAYOUTS else "trim"
 LAYOUT = LAYOUTS[LAYOUT_NAME]
 _LAYOUT_FILE = "gitrag-layout"
 
@@ -313,6 +323,13 @@ class EdgeStore:
 
     kind = "embedded"
     exact_dense = LAYOUT.exact
+
+    @property
+    def payload_fields(self) -> tuple[str, ...] | None:
+        """The fields of a chunk's payload a point written now keeps besides membership and
+        the integrity fields (None: every field; ``Layout.payload_fields``): what a search
+        filters on. Queries show the state's manifest rows, which hold every field."""
+        return LAYOUT.payload_fields
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

@@ -109,6 +109,7 @@ class ServerStore:
 
     kind = "server"
     exact_dense = False  # the server's HNSW search may list fewer hits than asked
+    payload_fields = None  # whole payloads: a team's clients show them (gitrag.index.mirror)
     url_var = "GITRAG_QDRANT_URL"  # the settings named in its error lines (the team server's: GITRAG_TEAM_*)
     key_var = "GITRAG_QDRANT_API_KEY"
 
