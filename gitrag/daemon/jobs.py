@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -56,6 +57,18 @@ def calm(fn: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[object
             return None
 
     return job
+
+
+class _NoOverlapNoise(logging.Filter):
+    """Drops apscheduler's "Execution of job ... skipped: maximum number of running instances
+    reached": every interval job here is max_instances=1 by design (a warm-up round on a big
+    work tree outlasts WARM_EVERY_S), and the line came every 0.5 s into daemon.log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in str(record.msg)
+
+
+logging.getLogger("apscheduler.scheduler").addFilter(_NoOverlapNoise())
 
 
 class Jobs:
