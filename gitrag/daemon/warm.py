@@ -70,8 +70,10 @@ class Warmer:
             except GitragError:
                 self.asked.pop(root, None)
                 continue
-            if worker.stopping or worker.indexing is not None:
-                continue  # a sync is writing: the next round
+            if worker.stopping or worker.indexing is not None or worker.catching_up(key) is not None:
+                # a sync is writing, running or queued: it cuts the same commit's files (twice the
+                # CPU on two cores, and the warm-up's turn would hold an ask): the next round
+                continue
             if now < self.next_round.get(root, 0.0):
                 continue  # within its CPU budget (WARM_BUDGET)
             if worktree.settled_since(root, self.began.get(root, now)):
@@ -109,6 +111,8 @@ def warm(ws: Workspace) -> None:
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:
         # edits cut provisionally first (ms): an ask meanwhile finds them
-        quick = worktree.build(ws, branch, exact=False, warming=True)
+        # it holds the overlay's turn: files committed since the index (new in HEAD) wait for
+        # the exact pass past worktree's first batch (that pass gives the turn up while it chunks)
+        quick = worktree.build(ws, branch, exact=False, deadline=time.monotonic(), warming=True)
         if any(f.provisional for f in quick.files.values()):  # then the chunker's cut replaces them
             worktree.build(ws, branch, exact=True)
