@@ -70,6 +70,8 @@ def test_the_prose_share_reaches_the_point_payload(repo: Repo, tmp_path: Path) -
         branch = ws.state.branch("main")
         hits = ws.store.search(branch.collection, dense=ws.embedder.embed_query("cart total"), sparse=None, limit=10,
                                branch=branch.view)
-    payloads = {h.payload["symbol"]: h.payload for h in hits}
+        shown = ws.state.payloads(h.id for h in hits)  # what a query shows: the manifest rows
+    assert hits and all("prose" not in h.payload for h in hits)  # the store keeps the filter fields only
+    payloads = {p["symbol"]: p for p in shown.values()}
     assert payloads["total"]["prose"] > 0.7
     assert "prose" not in payloads["_total"]  # no prose: no field
