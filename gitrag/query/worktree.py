@@ -780,9 +780,13 @@ def idf(ws: Workspace, collection: str, term_ids: list[int], generation: str = "
         else:
             missing.append(t)
     if probe:
-        cached = ws.state.get_sparse([h.payload.get("chunk_hash", "") for h in probe.values()], sparse.VERSION)
+        # the store's points keep no chunk hash (layout "trim"): the state's manifest rows hold it
+        rows = ws.state.payloads([h.id for h in probe.values() if "chunk_hash" not in h.payload])
+        hash_of = {h.id: str(h.payload.get("chunk_hash") or rows.get(h.id, {}).get("chunk_hash", ""))
+                   for h in probe.values()}
+        cached = ws.state.get_sparse(list(hash_of.values()), sparse.VERSION)
         for t, hit in probe.items():
-            vec = cached.get(hit.payload.get("chunk_hash", ""))
+            vec = cached.get(hash_of[hit.id])
             w = dict(zip(*_with_path(vec, hit.payload.get("path", "")))).get(t) if vec else None
             if w:
                 out[t] = hit.score / w
