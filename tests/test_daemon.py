@@ -414,7 +414,7 @@ def test_a_job_cancelled_by_the_daemon_stopping_is_one_line_not_a_traceback(
             running.set()
             await asyncio.sleep(3600)
 
-        service.warmer.run = slow_round  # type: ignore[method-assign]
+        service.warmer.run = slow_round  # type: ignore[method-assign]  # a round that outlives the stop
         jobs = Jobs(service, reconcile_s=3600, gc_s=3600)
         jobs.start()
         await asyncio.wait_for(running.wait(), 30)

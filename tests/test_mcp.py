@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 
 from gitrag.index.chunking import CHUNKER_VERSION
 from gitrag.index.workspace import open_workspace
+from gitrag.query.results import MAX_K
 from gitrag.surfaces.mcp import ToolInputError, clean_path
 from tests.gitutil import Repo, index
 
@@ -148,7 +149,10 @@ def test_tools_are_listed_with_usable_schemas(indexed: Repo, tmp_path: Path) -> 
                                             "offset", "committed", "rev"}
         assert search["properties"]["exclude"]["type"] == "array" and search["properties"]["files"]["type"] == "boolean"
         assert search["properties"]["mode"]["enum"] == ["hybrid", "dense", "sparse"]
-        assert search["properties"]["k"]["maximum"] == 50 and search["properties"]["k"]["default"] == 10
+        assert search["properties"]["k"]["maximum"] == MAX_K == 200 and search["properties"]["k"]["default"] == 10
+        # one limit: every tool's k is the CLI's -k (1-200), not a smaller one of its own
+        assert {t.input_schema["properties"]["k"]["maximum"] for t in tools.values()
+                if "k" in t.input_schema["properties"]} == {MAX_K}
         assert all(p.get("description") for p in search["properties"].values())
         assert tools["get_symbol"].input_schema["required"] == ["name"]
         assert tools["get_symbol_dependencies"].input_schema["required"] == ["symbol"]

@@ -30,6 +30,7 @@ from gitrag import config
 from gitrag.errors import BadArguments as BadArguments  # defined there, named here too
 from gitrag.errors import ProtocolError as ProtocolError
 from gitrag.errors import UnsafeFolder as UnsafeFolder
+from gitrag.query.results import MAX_K
 
 VERSION = 1
 MAX_MESSAGE = 8 * 1024 * 1024  # bytes in one line, newline included
@@ -163,11 +164,11 @@ MAX_PATH_ARG = 4096  # characters
 # 128 KiB): even at 12 bytes a character escaped in JSON it fits a MAX_MESSAGE line
 MAX_QUESTION = 500_000
 # Every argument any op takes, by name (the same name means the same thing in every op).
-# The limits are the CLI's (``gitrag ask -k`` 1-200, ``--expand`` 0-3). A new field: one line.
+# The limits are the CLI's (``gitrag ask -k`` 1-MAX_K, ``--expand`` 0-3). A new field: one line.
 ARGS: dict[str, Arg] = {
     "repo": Arg(str, max_len=MAX_PATH_ARG, nonblank=True),
     "question": Arg(str, max_len=MAX_QUESTION, nonblank=True),
-    "k": Arg(int, 1, 200),
+    "k": Arg(int, 1, MAX_K),
     "mode": Arg(str, choices=("hybrid", "dense", "sparse")),
     "path": Arg(str, max_len=MAX_PATH_ARG),
     "lang": Arg(str, max_len=64),

@@ -12,6 +12,8 @@ from typing import Any
 
 from gitrag.query.file_results import FileHit
 
+MAX_K = 200  # results (or commits) one ask may ask for: the CLI's -k, the MCP tools' k, the daemon's op
+
 
 @dataclass
 class Result:

@@ -480,24 +480,32 @@ def _build(ws: Workspace, branch: Branch, exact: bool, deadline: float | None = 
             continue
         todo.append((path, blob, data, known.blob if known is not None else None))
     unindexed = frozenset(path for path, blob, _, _ in todo if blob and in_head.get(path) == blob)
-    edits = [t for t in todo if t[0] not in unindexed]
-    files, embedded = _files(ws, branch, edits, exact, frozenset(hidden))
-    done, more, late = _until(ws, branch, [t for t in todo if t[0] in unindexed], exact, frozenset(hidden), deadline)
-    files, embedded = files | done, embedded + more
-    for path in late:  # left as indexed: better stale than missing
-        hidden.discard(path)
-    todo = [t for t in todo if t[0] not in late]
+    files, embedded, late = _overlaid(ws, branch, todo, unindexed, exact, hidden, deadline)
     hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     if len(hidden_ids) > POST_FILTER_MAX and any(f.provisional for f in files.values()):
         # the store leaves the hidden paths out by a filter: every chunk is scored here, so cut them exactly
-        files, more = _files(ws, branch, todo, True, frozenset(hidden))
-        embedded += more
+        files, more, later = _overlaid(ws, branch, [t for t in todo if t[0] not in late], unindexed, True, hidden,
+                                       deadline)
+        embedded, late = embedded + more, [*late, *later]
         hidden_ids, kept, own = _committed(ws, branch, frozenset(hidden), files)
     return Overlay(frozenset(hidden), files, changes, embedded, skipped, truncated, branch.indexed_commit or "",
                    hidden_ids, kept, own, unindexed - set(late), len(late))
 
 
 FIRST_BATCH = 2  # files committed since the index, chunked and embedded before the first timing
+
+
+def _overlaid(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]],
+              unindexed: frozenset[str], exact: bool, hidden: set[str], deadline: float | None
+              ) -> tuple[dict[str, OverlayFile], int, list[str]]:
+    """(the overlaid files, chunks embedded, the paths of ``unindexed`` left out by ``deadline``):
+    the edits whole, the files committed since the index while the deadline lasts (:func:`_until`);
+    those left out leave ``hidden`` too (they answer as indexed: better stale than missing)."""
+    files, embedded = _files(ws, branch, [t for t in todo if t[0] not in unindexed], exact, frozenset(hidden))
+    done, more, late = _until(ws, branch, [t for t in todo if t[0] in unindexed], exact, frozenset(hidden), deadline)
+    for path in late:
+        hidden.discard(path)
+    return files | done, embedded + more, late
 
 
 def _until(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool,

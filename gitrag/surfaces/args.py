@@ -16,10 +16,12 @@ import os
 import re
 from typing import Any
 
+from gitrag.query.results import MAX_K
+
 #: ``gitrag ask``'s options as the quick parse reads them: name -> (parameter, kind), kind
 #: ``flag``, ``text``, a ``(low, high)`` integer range or a tuple of choices (as cli.ask).
 _ASK_OPTIONS: dict[str, tuple[str, Any]] = {
-    "--repo": ("repo", "text"), "-k": ("k", (1, 200)), "--mode": ("mode", ("hybrid", "dense", "sparse")),
+    "--repo": ("repo", "text"), "-k": ("k", (1, MAX_K)), "--mode": ("mode", ("hybrid", "dense", "sparse")),
     "--path": ("path", "text"), "--rev": ("rev", "text"), "--offset": ("offset", (0, 10_000)),
     "--expand": ("expand", (0, 3)), "--files": ("files", "flag"), "--no-answer": ("no_answer", "flag"),
     "--blame": ("blame", "flag"), "--committed": ("committed", "flag"), "--json": ("as_json", "flag"),

@@ -13,6 +13,7 @@ import click
 
 from gitrag import __version__
 from gitrag.errors import BadUsage, GitragError
+from gitrag.query.results import MAX_K
 from gitrag.surfaces.args import repo_path as _repo_path
 from gitrag.surfaces.args import text as _text
 from gitrag.surfaces.exits import run as _exit
@@ -96,7 +97,7 @@ def index(repo: str, as_json: bool, rebuild: bool, publish: bool, wait_s: float,
 @cli.command()
 @click.argument("question")
 @REPO
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Number of results.")
 @click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid", show_default=True,
               help="hybrid fuses the dense (embedding) and sparse (BM25 terms) lists and ranks them; dense or sparse alone for comparison.")
 @click.option("--path", "path", default="", help="Only results under this folder or path prefix: repository-relative, or as the shell gives it (./doc, an absolute path, relative to the current folder).")
@@ -152,7 +153,7 @@ def ask(question: str, repo: str, k: int, mode: str, path: str, lang: str, exclu
 @cli.command("log")
 @click.argument("question")
 @REPO
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of commits.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Number of commits.")
 @click.option("--path", "path", default="", help="Only commits that changed a path starting with this prefix.")
 @JSON
 def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
@@ -175,7 +176,7 @@ def log_(question: str, repo: str, k: int, path: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("location", metavar="PATH:LINE")
 @REPO
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 200), help="Number of results.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Number of results.")
 @click.option("--path", "path", default="", help="Only results whose path starts with this prefix.")
 @click.option("--lang", "lang", default="", help="Only results in this language (as for ask --lang).")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", callback=lambda c, p, v: _globs(v),

@@ -46,6 +46,7 @@ from gitrag.index.symbols import (
     symbol_index,
 )
 from gitrag.index.workspace import Workspace, open_workspace
+from gitrag.query.results import MAX_K
 from gitrag.query.retrieval import Freshness, freshness
 
 log = logging.getLogger("gitrag.mcp")
@@ -373,7 +374,7 @@ def build_server(tools: Tools) -> MCPServer:
         "also files (ranked files with their best chunks). " + _FRESH))
     def search_code(
         query: Annotated[str, Field(description=_QUERY, min_length=1)],
-        k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
+        k: Annotated[int, Field(description="Number of results.", ge=1, le=MAX_K)] = 10,
         mode: Annotated[Literal["hybrid", "dense", "sparse"], Field(
             description="hybrid (default) fuses dense and sparse; dense = embeddings only; sparse = BM25 terms only "
                         "(best for exact identifiers).")] = "hybrid",
@@ -397,7 +398,7 @@ def build_server(tools: Tools) -> MCPServer:
     def find_related(
         path: Annotated[str, Field(description=_PATH, min_length=1)],
         line: Annotated[int, Field(description="A line of the chunk, 1-based.", ge=1)],
-        k: Annotated[int, Field(description="Number of results.", ge=1, le=50)] = 10,
+        k: Annotated[int, Field(description="Number of results.", ge=1, le=MAX_K)] = 10,
         path_prefix: Annotated[str, Field(description=_PREFIX)] = "",
         language: Annotated[str, Field(description=_LANGUAGE)] = "",
         committed: Annotated[bool, Field(description=_COMMITTED)] = False,
