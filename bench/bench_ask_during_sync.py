@@ -1,7 +1,7 @@
 """How long does `gitrag ask` take right after a commit of hundreds of files, while the daemon
 is still indexing it? (the liveness of ask's wait, GITRAG_ASK_WAIT, default 3 s)
 
-    python bench/bench_ask_during_sync.py --tree /tmp/sqla --code main=/work/base --code new=.
+    python bench/bench_ask_during_sync.py --tree SQLA_TREE --code before=OLD_CHECKOUT --code after=.
         [--subdir lib] [--rounds 2] [--wait 3]
 
 For each round and each code (a checkout with its own ``.venv``, interleaved): a fresh
