@@ -299,7 +299,9 @@ def payload_cpu(args: argparse.Namespace) -> int:
     import statistics
     import time
 
-    from gitrag.index.state import _COLUMN_FIELDS, loaded_payload, stored_payload
+    from gitrag.index.state import loaded_payload, stored_payload
+
+    columns = ("path", "blob", "chunk_hash")  # what a row keeps in its own columns, left out of both forms
 
     db = sqlite3.connect(f"file:{args.state}?mode=ro", uri=True)
     rows = db.execute("SELECT path, blob, chunk_hash, payload FROM points").fetchall()
@@ -307,7 +309,7 @@ def payload_cpu(args: argparse.Namespace) -> int:
     forms: dict[str, list[tuple[str, str, str, str]]] = {"object": [], "array": []}
     for path, blob, h, text in rows:
         full = loaded_payload(text, path, blob, h)
-        obj = json.dumps({k: v for k, v in full.items() if k not in _COLUMN_FIELDS}, separators=(",", ":"),
+        obj = json.dumps({k: v for k, v in full.items() if k not in columns}, separators=(",", ":"),
                          ensure_ascii=False)
         forms["object"].append((obj, path, blob, h))
         forms["array"].append((stored_payload(full), path, blob, h))

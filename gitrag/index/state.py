@@ -174,8 +174,8 @@ def stored_payload(payload: dict[str, Any]) -> str:
     (``_COLUMN_FIELDS``: path, blob, chunk hash; :func:`loaded_payload` puts them back).
     A payload whose other fields start with ``_POSITIONAL``'s, in that order (every chunk's),
     is kept as a JSON array of their values, then, if it has more, an object of the rest
-    (``[5710,6364,146,166,"<module>","module","python",{"prose":1.0}]``: 61 bytes where
-    the object took 133); any other payload as a JSON object."""
+    (``[5710,6364,146,166,"<module>","module","python",{"prose":1.0}]``: 62 bytes where
+    the object took 135); any other payload as a JSON object."""
     rest = {k: v for k, v in payload.items() if k not in _COLUMN_FIELDS}
     keys = tuple(rest)
     if keys[: len(_POSITIONAL)] != _POSITIONAL:
