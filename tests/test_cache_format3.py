@@ -166,10 +166,13 @@ def test_a_format2_cache_and_history_are_converted_in_place_without_embedding(
 
 def _same_lists(lists: list[list[list[Any]]], old: list[list[list[Any]]]) -> None:
     """The code search's lists (dense, sparse, per question) against the old code's: the
-    sparse lists exactly, the dense ones the same citations with cosines within the int8 step."""
+    sparse lists the same citations in the same order with scores within 1e-5 (a collection
+    rebuilt from the cache sums the same float32 weights, in the engine's order), the dense
+    ones the same citations with cosines within the int8 step."""
     for i, (got, want) in enumerate(zip(lists, old, strict=True)):
         if i % 2:  # sparse
-            assert got == want
+            assert [r[:3] for r in got] == [r[:3] for r in want]
+            assert all(abs(a[3] - b[3]) <= 1e-5 * max(1.0, abs(b[3])) for a, b in zip(got, want, strict=True))
         else:
             assert {tuple(r[:3]) for r in got} == {tuple(r[:3]) for r in want}
             assert all(abs(a[3] - b[3]) < 0.02 for a, b in zip(sorted(got), sorted(want), strict=True))

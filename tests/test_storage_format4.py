@@ -24,7 +24,7 @@ from gitrag.git.repo import GitRepo
 from gitrag.index.state import FORMAT_VERSION, State, loaded_payload, stored_payload
 from tests.gitutil import Repo, index, project_git, project_package_at
 from tests.reliability import functions
-from tests.test_cache_format3 import _answers
+from tests.test_cache_format3 import _answers, _same_lists
 
 _MARK = "FORMAT_VERSION = 3\n"
 
@@ -73,7 +73,8 @@ def test_an_index_of_format_3_is_converted_in_place_to_positional_payloads(repo:
     finally:
         state.close()
     assert got == old
-    assert _answers(repo.path, None)["code"] == before["code"]
+    # the older store layout is rebuilt from the cache on the way (layout "trim"): scores within float32 rounding
+    _same_lists(_answers(repo.path, None)["code"], before["code"])
 
 
 def test_stored_payloads_read_back_as_given_in_either_form(tmp_path: Path) -> None:

@@ -114,5 +114,6 @@ def warm(ws: Workspace) -> None:
         # it holds the overlay's turn: files committed since the index (new in HEAD) wait for
         # the exact pass past worktree's first batch (that pass gives the turn up while it chunks)
         quick = worktree.build(ws, branch, exact=False, deadline=time.monotonic(), warming=True)
-        if any(f.provisional for f in quick.files.values()):  # then the chunker's cut replaces them
+        # then the chunker's cut replaces them, and cuts the files the quick pass left late
+        if quick.late or any(f.provisional for f in quick.files.values()):
             worktree.build(ws, branch, exact=True)
