@@ -327,6 +327,9 @@ def payload_cpu(args: argparse.Namespace) -> int:
         out[f"{name}: bytes per row"] = round(sum(len(t.encode()) for t, *_ in items) / max(len(rows), 1), 1)
         out[f"{name}: read us per row"] = round(statistics.median(times[name]) * 1e6 / max(len(rows), 1), 2)
     print(json.dumps(out) if args.json else out)
+    return 0
+
+
 def datatypes(args: argparse.Namespace) -> int:
     from qdrant_edge import (
         Distance,

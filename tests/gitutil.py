@@ -80,6 +80,21 @@ def project_git(*args: str) -> str:
         pytest.skip("needs this repository's git history (an older gitrag's code)")
 
 
+def project_package_before(path: str, mark: str, out: Path, what: str) -> Path:
+    """``out`` holding the ``gitrag`` package of this repository just before the commit that took
+    ``mark`` out of ``path`` (the first parent of the newest commit whose ``path`` lacks it while
+    its predecessor's has it): the old format's code, so only the conversion lies between the two.
+    Skips the test (saying ``what``) when the recent history has no such commit."""
+    import pytest
+
+    revs = project_git("log", "--format=%H", "-n", "200", "--", path).split()
+    marks = [mark in project_git("show", f"{r}:{path}") for r in revs]
+    rev = next((f"{r}^" for r, old, older in zip(revs, marks, marks[1:], strict=False) if not old and older), None)
+    if rev is None:
+        pytest.skip(f"no commit {what} in this history")
+    return project_package_at(rev, out)
+
+
 def project_package_at(rev: str, out: Path) -> Path:
     """``out`` (created) holding the ``gitrag`` package of this repository at ``rev`` (git archive),
     to run an older gitrag with ``PYTHONPATH=out``."""

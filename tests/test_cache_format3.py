@@ -27,7 +27,7 @@ from gitrag.git.repo import GitRepo
 from gitrag.index import sparse
 from gitrag.index.embedders.hashing import HashEmbedder
 from gitrag.index.vector_cache import OUTLIERS, decode_key, decode_vector, stored_form, unpack_sparse
-from tests.gitutil import Repo, index, project_git, project_package_at
+from tests.gitutil import Repo, index, project_package_before
 from tests.reliability import functions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,12 +61,8 @@ def _format2_code(tmp_path: Path) -> Path:
     """The gitrag package just before this conversion: the first parent of the commit of this
     repository's history that made the vector cache format 3 (so only the conversion lies
     between the two codes, and their answers can be compared)."""
-    revs = project_git("log", "--format=%H", "-n", "200", "--", "gitrag/index/vector_cache.py").split()
-    marks = [_MARK in project_git("show", f"{r}:gitrag/index/vector_cache.py") for r in revs]
-    rev = next((f"{r}^" for r, old, older in zip(revs, marks, marks[1:], strict=False) if not old and older), None)
-    if rev is None:
-        pytest.skip("no commit making the vector cache format 3 in this history")
-    return project_package_at(rev, tmp_path / "format2-code")
+    return project_package_before("gitrag/index/vector_cache.py", _MARK, tmp_path / "format2-code",
+                                  "making the vector cache format 3")
 
 
 def _answers(repo: Path, code: Path | None) -> dict[str, list]:

@@ -22,7 +22,7 @@ from gitrag import config
 from gitrag.errors import StateError
 from gitrag.git.repo import GitRepo
 from gitrag.index.state import FORMAT_VERSION, State, loaded_payload, stored_payload
-from tests.gitutil import Repo, index, project_git, project_package_at
+from tests.gitutil import Repo, index, project_package_before
 from tests.reliability import functions
 from tests.test_cache_format3 import _answers, _same_lists
 
@@ -31,12 +31,8 @@ _MARK = "FORMAT_VERSION = 3\n"
 
 def _format3_code(tmp_path: Path) -> Path:
     """The gitrag package just before the state became format 4."""
-    revs = project_git("log", "--format=%H", "-n", "200", "--", "gitrag/index/state.py").split()
-    marks = [_MARK in project_git("show", f"{r}:gitrag/index/state.py") for r in revs]
-    rev = next((f"{r}^" for r, old, older in zip(revs, marks, marks[1:], strict=False) if not old and older), None)
-    if rev is None:
-        pytest.skip("no commit making the state format 4 in this history")
-    return project_package_at(rev, tmp_path / "format3-code")
+    return project_package_before("gitrag/index/state.py", _MARK, tmp_path / "format3-code",
+                                  "making the state format 4")
 
 
 def test_an_index_of_format_3_is_converted_in_place_to_positional_payloads(repo: Repo, tmp_path: Path) -> None:

@@ -110,9 +110,9 @@ def warm(ws: Workspace) -> None:
 
     branch = ws.state.branch(ws.repo.branch())
     if branch is not None and branch.materialized and ws.repo.head() is not None:
-        # edits cut provisionally first (ms): an ask meanwhile finds them
-        # it holds the overlay's turn: files committed since the index (new in HEAD) wait for
-        # the exact pass past worktree's first batch (that pass gives the turn up while it chunks)
+        # edits cut provisionally first (ms): an ask meanwhile finds them. This pass holds the
+        # overlay's turn, so files committed since the index wait past its first batch for the
+        # exact pass, which gives the turn up while it chunks
         quick = worktree.build(ws, branch, exact=False, deadline=time.monotonic(), warming=True)
         # then the chunker's cut replaces them, and cuts the files the quick pass left late
         if quick.late or any(f.provisional for f in quick.files.values()):

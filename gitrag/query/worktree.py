@@ -518,8 +518,7 @@ def _until(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
         return files, embedded, []
     fp = ws.embedder.fingerprint
     with _cache_lock:
-        cached = [t for t in todo if (got := _cache.get((str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION,
-                                                          VECTORS_VERSION, t[0], t[1]))) is not None
+        cached = [t for t in todo if (got := _cache.get(_cache_key(ws, fp, t[0], t[1]))) is not None
                   and not (exact and got.provisional)]
     files, embedded = _files(ws, branch, cached, exact, hidden)
     rest = [t for t in todo if t[0] not in files]
@@ -663,6 +662,11 @@ def _reason(ws: Workspace, policy: list[Policy], head: str, ignore: str, path: s
 _path_verdicts: OrderedDict[tuple[str, ...], tuple[str | None, bool]] = OrderedDict()
 
 
+def _cache_key(ws: Workspace, fingerprint: str, path: str, blob: str) -> tuple[str, ...]:
+    """The process cache's key of a work-tree file: everything its chunks and vectors depend on."""
+    return (str(ws.data_dir), fingerprint, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
+
+
 def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str | None]], exact: bool = True,
            hidden: frozenset[str] = frozenset()) -> tuple[dict[str, OverlayFile], int]:
     """The overlaid files, from the process cache or chunked and embedded now (an edited
@@ -676,7 +680,7 @@ def _files(ws: Workspace, branch: Branch, todo: list[tuple[str, str, bytes, str 
     spliced: set[str] = set()
     chunked = partial(analyze, max_tokens=emb.max_tokens, count_tokens=emb.count_tokens)
     for path, blob, data, committed_blob in todo:
-        key = (str(ws.data_dir), fp, CHUNKER_VERSION, sparse.VERSION, VECTORS_VERSION, path, blob)
+        key = _cache_key(ws, fp, path, blob)
         with _cache_lock:
             got = _cache.get(key)
             if got is not None:
