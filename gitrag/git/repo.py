@@ -12,9 +12,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import _CacheInfo
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, FileMode, FileStatus
@@ -337,6 +336,15 @@ class GitRepo:
         return len(self.changed_paths())
 
 
+class CacheInfo(NamedTuple):
+    """The fields of ``functools``' cache statistics (its own type is private)."""
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
 class BlobCache:
     """An LRU of blob bytes by (common git dir, blob id), at most ``max_bytes`` in all, none
     larger than ``max_blob``; thread-safe. ``cache_info``/``cache_clear`` as functools'
@@ -372,9 +380,9 @@ class BlobCache:
                 _, old = self._data.popitem(last=False)
                 self._size -= len(old)
 
-    def cache_info(self) -> _CacheInfo:
+    def cache_info(self) -> CacheInfo:
         with self._lock:
-            return _CacheInfo(self._hits, self._misses, self.max_bytes, len(self._data))
+            return CacheInfo(self._hits, self._misses, self.max_bytes, len(self._data))
 
     def cache_clear(self) -> None:
         with self._lock:
