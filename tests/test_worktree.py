@@ -568,3 +568,27 @@ def test_only_an_asks_exact_build_counts_as_a_warm_up_round(indexed: Repo, monke
         again = time.monotonic()
         assert not worktree.build(ws, branch).files["net/retry.py"].provisional
         assert worktree.settled_since(root, again)
+
+
+def test_the_warm_up_waits_while_a_sync_of_its_work_tree_is_queued(indexed: Repo) -> None:
+    """gitrag.daemon.warm: a round is skipped while the daemon has a sync of the work tree
+    queued (a hook's event, not drained yet): the sync cuts the same commit's files. Once
+    nothing is queued the next round warms it."""
+    import asyncio
+
+    from gitrag.daemon.service import Service
+
+    service = Service()
+    worker, root = service.worker_for(indexed.path)
+    try:
+        service.warmer.note(root)
+        indexed.write("net/retry.py", RETRY + "\n\ndef queued_edit(attempt):\n    return attempt\n")
+        worker.mark(root)  # what a hook's event does; nothing drains it here
+        assert worker.catching_up(root) is not None
+        asyncio.run(service.warmer.run(service))
+        assert root not in service.warmer.warmed and root not in service.warmer.began
+        worker.dirty.clear()  # the sync ran
+        asyncio.run(service.warmer.run(service))
+        assert root in service.warmer.warmed
+    finally:
+        worker.close()
