@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -324,10 +324,9 @@ class _Lookup:
         if not paths or not (dense_of or sparse_of):
             return []
         out = []
-        for row in self.ws.state.points(self.branch, paths):
+        listed = _Either(dense_of, sparse_of)
+        for row in self.ws.state.points(self.branch, paths, only=listed):
             d, s = dense_of.get(row.point_id), sparse_of.get(row.point_id)
-            if d is None and s is None:
-                continue
             if self.scope and not self.scope.admits(row.payload["path"], row.payload.get("language", "")):
                 continue
             out.append(_candidate(row.point_id, row.payload, dense=d, sparse=s))
@@ -363,6 +362,18 @@ class _Lookup:
         from gitrag.query import history
 
         return history.similar_files(self.ws, self.branch, query.text, query.term_weights)
+
+
+class _Either:
+    """``id in`` either of two mappings (a container over both, neither copied)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.a or key in self.b
 
 
 @lru_cache(maxsize=8)
