@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +43,16 @@ def _stop_daemon_left_running() -> None:
             launch.stop(wait_s=60.0)
     except Exception:  # noqa: BLE001 - best effort: the test's own assertions are what count
         pass
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    """A private XDG_RUNTIME_DIR (0700) with a short path: ``systemd-analyze --user verify``
+    loads the user's socket units, whose paths under it must fit a unix socket address
+    (108 bytes); a pytest tmp_path under a pytest-xdist worker's folder is too long for them."""
+    path = Path(tempfile.mkdtemp(prefix="gitrag-rt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -167,10 +167,8 @@ def test_unit_renders_the_interpreter_and_home() -> None:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                     reason="systemd-analyze is missing: `apt-get install -y systemd` provides it")
-def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+def test_systemd_analyze_accepts_the_unit(tmp_path: Path, runtime_dir: Path) -> None:
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime_dir)}
     template = Path(__file__).resolve().parents[1] / "systemd" / unit.UNIT
     rendered = tmp_path / "user" / unit.UNIT
     rendered.parent.mkdir()

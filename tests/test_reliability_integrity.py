@@ -169,9 +169,7 @@ def _odd_python(tmp_path: Path, name: str = ODD) -> str:
     return str(wrapper)
 
 
-def _verify(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(mode=0o700, exist_ok=True)
+def _verify(tmp_path: Path, runtime: Path, text: str) -> subprocess.CompletedProcess[str]:
     unit_file = tmp_path / "user" / "gitrag.service"
     unit_file.parent.mkdir(exist_ok=True)
     unit_file.write_text(text)
@@ -183,13 +181,13 @@ def _verify(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                     reason="systemd-analyze is missing: `apt-get install -y systemd` provides it")
-def test_the_systemd_unit_is_quoted_by_systemd_rules(tmp_path: Path) -> None:
+def test_the_systemd_unit_is_quoted_by_systemd_rules(tmp_path: Path, runtime_dir: Path) -> None:
     from gitrag.daemon import systemd
 
     python = _odd_python(tmp_path)  # spaces, % and $ in the interpreter's path: quoted
     home = f"/srv/{ODD}"  # and every special character in GITRAG_HOME
     text = systemd.render(python, {"GITRAG_HOME": home})
-    proc = _verify(tmp_path, text)  # verify also checks that ExecStart names an executable that exists
+    proc = _verify(tmp_path, runtime_dir, text)  # verify also checks that ExecStart names an executable that exists
     assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
     assert "%h" not in text.replace("%%h", "")  # no specifier left to expand
     # a newline cannot inject a setting: refused in one line (was: a working ExecStartPre= line)
