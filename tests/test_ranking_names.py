@@ -137,3 +137,46 @@ def test_past_fixes_never_lift_a_chunk_over_a_named_definition() -> None:
     apply_history_prior(cands, {"names.py": 1.0, "misc.py": 0.5})
     assert (cands["def"].score, cands["caller"].score) == (pytest.approx(3.4), pytest.approx(2.0))
     assert cands["other"].score == pytest.approx(1.35)
+
+
+REPRO = """XmlMapper serializes a @JsonAppend property twice
+
+```java
+public class VirtualBeanPropertyWriterTest {
+    @Test
+    public void testJsonAppend() throws Exception {
+        ObjectMapper mapper = new XmlMapper();
+        assertEquals("<Pojo><name>foo</name></Pojo>", mapper.writeValueAsString(new Pojo("foo")));
+    }
+
+    public static class MyVirtualPropertyWriter extends VirtualBeanPropertyWriter {
+    }
+}
+```
+
+ObjectMapper for JSON works; XmlMapper writes the virtual property twice. """ + "More words of the issue. " * 8
+
+
+def _boosted(question: str, *, test_sites: bool = False) -> set[str]:
+    from gitrag.query.ranking.stages import boost_definitions
+
+    sites = {"testJsonAppend": [DefinitionSite("testJsonAppend", "src/test/java/failing/JsonAppend578Test.java", 9, 14)],
+             "MyVirtualPropertyWriter": [
+                 DefinitionSite("MyVirtualPropertyWriter", "src/test/java/failing/JsonAppend578Test.java", 20, 30)],
+             "VirtualBeanPropertyWriter": [
+                 DefinitionSite("VirtualBeanPropertyWriter", "src/main/java/ser/VirtualBeanPropertyWriter.java", 1, 90)]}
+    cands = {"x": Candidate("x", "src/main/java/ser/XmlBeanPropertyWriter.java", 1, 5, score=1.0)}
+    boost_definitions(cands, analyse(question), lambda n, exact: sites.get(n, []),
+                      lambda s: [Candidate(f"{s.path}:{s.line}", s.path, s.line, s.line + 5)], test_sites=test_sites)
+    return {c.path for c in cands.values() if c.key != "x" and c.score > 0}
+
+
+def test_a_pasted_issue_s_names_boost_implementation_not_the_test_that_copied_its_reproduction() -> None:
+    """The regression test that copied the reporter's reproduction defines its names
+    (``testJsonAppend``, ``MyVirtualPropertyWriter``): in a pasted text they boost no test file
+    (stage ``test-names``); the library class it extends still gains."""
+    assert _boosted(REPRO) == {"src/main/java/ser/VirtualBeanPropertyWriter.java"}
+    assert "src/test/java/failing/JsonAppend578Test.java" in _boosted(REPRO, test_sites=True)  # the stage off
+    # a title asking about a test, or a typed question, still finds test definitions
+    assert "src/test/java/failing/JsonAppend578Test.java" in _boosted("The test testJsonAppend fails\n" + REPRO)
+    assert _boosted("where is testJsonAppend") == {"src/test/java/failing/JsonAppend578Test.java"}

@@ -39,6 +39,8 @@ def describe() -> dict[str, str]:
                          "is one code token",
         "definitions": f"chunks defining a name the question uses gain {_x(s.DEFINITION_BOOST)}x the top score "
                        f"(x{_x(s.DEFINITION_STEM_FACTOR)} in a file named so)",
+        "test-names": "for a pasted text, names boost no definition in a test file unless tests are asked for "
+                      "(the definitions stage)",
         "messages": f"chunks whose string literals hold a message the question quotes (runs of "
                     f"{messages.RUN_WORDS}+ words verbatim) gain {_x(messages.MESSAGE_BOOST)}x top x the share of its "
                     f"words they hold; the messages' sparse list's top {messages.MESSAGE_DEPTH} join the candidates",
@@ -241,7 +243,8 @@ def rank(
         history_prior.add_prior_candidates(cands, extra, weight)
     if "definitions" not in off:
         frames = (lambda: frame_sites(query, lookup)) if query.frames else None
-        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames)
+        stages.boost_definitions(cands, query, lookup.definitions, lookup.chunks_at, lookup.project_names, frames,
+                                 test_sites="test-names" in off)
     if not {"messages", "error-lines"} <= off and hasattr(lookup, "chunk_texts"):
         quoted = messages.of_question(query.text, "messages" not in off, "error-lines" not in off)
         if quoted:

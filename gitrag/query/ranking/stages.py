@@ -266,6 +266,7 @@ def boost_definitions(
     chunks_at: Callable[[DefinitionSite], list[Candidate]],
     project_names: Callable[[], frozenset[str]] | None = None,
     frame_sites: Callable[[], list[list[DefinitionSite]]] | None = None,
+    test_sites: bool = False,
 ) -> None:
     """Add ``DEFINITION_BOOST`` x top score to the chunks defining the question's names
     (in place; definition chunks that were not candidates join with the boost alone).
@@ -282,7 +283,15 @@ def boost_definitions(
     the failure happened there, and the fix is usually in the innermost frames.
 
     Which definitions a written name means is :func:`named_sites`' rule. The chunks of the
-    name a one-token question is are also ``pinned`` (:data:`PIN_MARGIN`, :func:`pin_named`)."""
+    name a one-token question is are also ``pinned`` (:data:`PIN_MARGIN`, :func:`pin_named`).
+
+    For a long question (a pasted issue or log) the names boost no definition in a test file
+    (:func:`is_test_path`) unless its first line asks for tests, or ``test_sites`` (the stage
+    ``test-names`` switched off): a reporter's reproduction names its own classes and test
+    methods (``AppDto``, ``testJsonAppend``), and the regression test that copied it defines
+    them, so it took the first file from the code at fault (jackson-dataformat-xml's
+    ``JsonAppend578Test.java``, fastjson2's ``Issue2269.java`` on the localization sets).
+    Traceback frames in test files still count: the code ran there."""
     top = top_score(cands)
     if top <= 0:
         return
@@ -296,6 +305,7 @@ def boost_definitions(
                if query.symbol_like or n.lower() not in project or f"`{n}" in query.text]
     wanted += [(n, True, EMBEDDED_FACTOR, False) for n in query.capitalised
                if query.symbol_like or n.lower() not in project]
+    no_tests = not test_sites and query.long and "tests" not in asks_of(query)
     gains: dict[str, float] = {}
     chunks: dict[str, Candidate] = {}
     pinned: set[str] = set()
@@ -306,6 +316,8 @@ def boost_definitions(
             continue
         seen.add(name)
         sites = named_sites(name, exact_case, definitions, modules=not query.long)
+        if no_tests:
+            sites = [x for x in sites if not is_test_path(x.path)]
         if not sites or len(sites) > MAX_DEFINITIONS:
             continue
         if query.long:
