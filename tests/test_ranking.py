@@ -167,6 +167,20 @@ def test_path_priors_demote_tests_and_docs_unless_asked() -> None:
     assert st.path_prior("src/pkg/__init__.py", frozenset()) == st.INIT_PRIOR
 
 
+def test_a_tool_s_configuration_yields_to_the_code_that_reads_it_unless_a_configuration_is_asked_for() -> None:
+    """pylintrc names every option, so an issue about an option matches it; the code reading
+    the option is the answer, unless the question asks about a configuration (click's tox.ini)."""
+    cands = [cand("c", "pylintrc", dense=1.0, sparse=1.0), cand("i", "pylint/lint/expand_modules.py", dense=0.8, sparse=0.8),
+             cand("z", "z.py", dense=0.0, sparse=0.0)]
+    off = ("coherence", "path-match")
+    assert [c.key for c in rank(analyse("--recursive=y ignores ignore-paths"), cands, 2, Lookup(), off)][0] == "i"
+    assert [c.key for c in rank(analyse("which paths does the lint configuration ignore"), cands, 2, Lookup(), off)][0] == "c"
+    for path in ("Doxyfile", "Doxyfile.in", "mkdocs.yml", "tox.ini", "pylintrc", "eslintrc"):
+        assert st.path_prior(path, frozenset()) == st.DOCS_PRIOR
+        assert st.path_prior(path, st.asked_for("what does the typing environment in the tox configuration run")) == 1.0
+    assert st.path_prior("src/click/parser.py", frozenset()) == 1.0
+
+
 def test_a_chunk_that_is_mostly_docstring_yields_to_the_code_unless_docs_are_asked_for() -> None:
     wrapper = replace(cand("w", "shop/api.py", dense=1.0, sparse=1.0), payload={"prose": 0.9})
     impl = cand("i", "shop/_impl.py", dense=0.8, sparse=0.8)

@@ -54,7 +54,7 @@ def describe() -> dict[str, str]:
                    f"by {_x(modules.MODULE_BOOST)}x top x the share of the package path they share",
         "coherence": f"each file's best chunk gains {_x(s.COHERENCE)}x top score by the file's share of the "
                      "candidates' score",
-        "path-priors": f"tests, compat, examples, docs, changelogs x{'-'.join(_x(p) for p in priors)} and __init__.py "
+        "path-priors": f"tests, compat, examples, docs, changelogs, tool configurations x{'-'.join(_x(p) for p in priors)} and __init__.py "
                        f"x{_x(s.INIT_PRIOR)} unless asked for",
         "prose": f"chunks that are mostly comments or docstrings x(1 - {_x(1 - s.PROSE_PRIOR)} x prose share) unless "
                  "docs are asked for",

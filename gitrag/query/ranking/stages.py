@@ -481,6 +481,11 @@ _VENDORED = re.compile(r"(?:^|/)(?:vendor|vendored|third[-_]?party|3rdparty|exte
 #: reads them; a long test resource file otherwise matches any question about its format.
 _DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re.I)
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc|html?)$", re.I)
+#: Configuration files of the project's documentation and lint tools (Doxygen's ``Doxyfile``,
+#: ``mkdocs.yml``, ``pylintrc``, ``tox.ini``): they name every option of the tool, so an issue's
+#: words about options match them, while the fix is in the code that reads the options (x0.5,
+#: unless the question's own words ask about a configuration: ``_ASKS["config"]``).
+_TOOL_CONFIG = re.compile(r"(?:^|/)(?:Doxyfile[\w.-]*|mkdocs\.ya?ml|[\w-]*lintrc|tox\.ini)$")
 #: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
 #: bash/fish completions: they declare every option again, in the shell's language)
 _DECLARATION = re.compile(r"\.d\.[cm]?ts$|\.types?\.ts$|\.pyi$|(?:^|/)(?:completions?|autocomplete|shell[-_]?completions?)/"
@@ -498,6 +503,9 @@ _ASKS = {
     # the same without "why": an issue titled "Why does X fail" complains about code
     "docs-named": re.compile(r"\b(?:docs?|documentation|documented|readme|guide|changelog|changes|release notes?)\b",
                              re.I),
+    # a tool's configuration ("what does the typing environment in the tox configuration run")
+    "config": re.compile(r"\b(?:config(?:uration)?s?|configured|settings?|tox|doxygen|doxyfile|mkdocs|lint(?:er|ing)?|"
+                         r"\w*lintrc)\b", re.I),
     "compat": re.compile(r"\b(?:compat|compatibility|legacy|python ?2|py2)\b", re.I),
     # type declarations (a ``.d.ts``, typings, stubs) and generated code, by name
     "declarations": re.compile(r"\b(?:typings?|type (?:definitions?|declarations?)|d\.ts|stubs?|pyi|"
@@ -533,7 +541,7 @@ def path_prior(path: str, asks: frozenset[str]) -> float:
     if "docs" not in asks:
         if _META.search(path):
             factor *= STRONG_PRIOR
-        elif _DOCS.search(path):
+        elif _DOCS.search(path) or ("config" not in asks and _TOOL_CONFIG.search(path)):
             factor *= DOCS_PRIOR
     if "declarations" not in asks and _DECLARATION.search(path):
         factor *= DECLARATION_PRIOR
