@@ -483,8 +483,9 @@ _DATA = re.compile(r"\.(?:json|jsonl|ndjson|csv|tsv|xml|dict|snap|svg|dat)$", re
 _DOCS = re.compile(r"(?:^|/)docs?/|\.(?:md|mdx|rst|txt|adoc|html?)$", re.I)
 #: Configuration files of the project's documentation and lint tools (Doxygen's ``Doxyfile``,
 #: ``mkdocs.yml``, ``pylintrc``, ``tox.ini``): they name every option of the tool, so an issue's
-#: words about options match them, while the fix is in the code that reads the options (x0.5,
-#: unless the question's own words ask about a configuration: ``_ASKS["config"]``).
+#: words about options match them, while the fix is in the code that reads the options. Scaled
+#: as prose docs are (x0.5) and, like them, not when the question asks for docs; nor when it
+#: asks about a configuration (``_ASKS["config"]``).
 _TOOL_CONFIG = re.compile(r"(?:^|/)(?:Doxyfile[\w.-]*|mkdocs\.ya?ml|[\w-]*lintrc|tox\.ini)$")
 #: TypeScript declaration files, Python stubs, and shell completion scripts (zsh ``_tool``,
 #: bash/fish completions: they declare every option again, in the shell's language)
@@ -532,7 +533,7 @@ def is_test_path(path: str) -> bool:
 def path_prior(path: str, asks: frozenset[str]) -> float:
     """The multiplier of a file's chunks (1.0 for implementation files)."""
     factor = 1.0
-    if "tests" not in asks and (_TEST_FILE.search(path) or _TEST_DIR.search(path)):
+    if "tests" not in asks and is_test_path(path):
         factor *= STRONG_PRIOR
     if "compat" not in asks and _COMPAT_DIR.search(path):
         factor *= STRONG_PRIOR
